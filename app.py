@@ -1,0 +1,221 @@
+"""logstore: create_app(config) -> Litestar, the module-level `app` for granian, and main().
+
+`granian --interface asgi app:app` reads its configuration from $LOGSTORE_CONFIG and the
+LOGSTORE_* environment variables; `logstore serve --config FILE --port N ...` sets those and
+starts granian itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+import config as config_module
+from config import Config, ConfigError
+from routes import admin, meta, push
+from routes.errors import EXCEPTION_HANDLERS
+from services.base import ServiceRegistry, State
+from services.context import AppContext
+from services.ingester import Ingester
+from services.metrics import Metrics
+from storage.db import Database, migrate, connect, DB_FILENAME
+
+log = logging.getLogger("logstore")
+
+ROUTE_MODULES = [push, meta, admin]
+SERVICE_NAMES = ["server", "store", "ingester"]
+
+
+def build_context(cfg: Config) -> AppContext:
+    db = Database(cfg.data_dir, synchronous=cfg.storage.synchronous,
+                  read_connections=cfg.storage.read_connections)
+    metrics = Metrics(db.size_bytes)
+    ingester = Ingester(db, cfg.limits_config)
+    return AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
+                      services=ServiceRegistry(list(SERVICE_NAMES)))
+
+
+def _timing_middleware(ctx: AppContext):
+    def factory(app: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            started = time.perf_counter()
+            status = 500
+
+            async def capture(message: Any) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            try:
+                await app(scope, receive, send=capture)
+            finally:
+                handler = scope.get("route_handler")
+                route = next(iter(handler.paths)) if handler is not None else "other"
+                ctx.metrics.observe_request(route, scope["method"], status,
+                                            time.perf_counter() - started)
+        return middleware
+    return factory
+
+
+def create_app(cfg: Config | None = None) -> Litestar:
+    cfg = cfg or config_module.load_config()
+    ctx = build_context(cfg)
+    configure_logging(cfg.server.log_level)
+
+    @asynccontextmanager
+    async def lifespan(_: Litestar) -> AsyncIterator[None]:
+        ctx.services.set_all(State.STARTING)
+        try:
+            applied = ctx.db.open()
+        except Exception as exc:
+            ctx.services["store"].set(State.FAILED, str(exc))
+            raise
+        if applied:
+            log.info("applied migrations: %s", ", ".join(applied))
+        for hook in ctx.extras.get("on_start", []):
+            await hook(ctx)
+        ctx.services.set_all(State.RUNNING)
+        try:
+            yield
+        finally:
+            ctx.services.stopping = True
+            ctx.services.set_all(State.STOPPING)
+            for hook in ctx.extras.get("on_stop", []):
+                await hook(ctx)
+            ctx.db.close()
+            ctx.services.set_all(State.TERMINATED)
+
+    handlers: list[Any] = []
+    for module in ROUTE_MODULES:
+        handlers.extend(module.handlers)
+    app = Litestar(
+        route_handlers=handlers,
+        dependencies={"ctx": Provide(lambda: ctx, use_cache=True, sync_to_thread=False)},
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=[lifespan],
+        middleware=[_timing_middleware(ctx)],
+        request_max_body_size=None,  # push enforces its own limit with Loki's 413 message
+        openapi_config=None,
+        debug=False,
+        logging_config=None,
+    )
+    app.state.ctx = ctx
+    return app
+
+
+def configure_logging(level: str) -> None:
+    root = logging.getLogger("logstore")
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(
+            "level=%(levelname)s ts=%(asctime)s caller=%(name)s msg=%(message)r"))
+        root.addHandler(handler)
+        root.propagate = False
+    root.setLevel({"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+                   "error": logging.ERROR}[level])
+
+
+def _module_app() -> Litestar | None:
+    # granian imports `app:app`; a configuration error there should say what is wrong
+    try:
+        return create_app()
+    except ConfigError as exc:
+        print(f"logstore: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="logstore", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    for name, help_text in (("serve", "run the HTTP server"),
+                            ("migrate", "apply database migrations and exit"),
+                            ("config", "print the effective configuration and exit")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--config", help="YAML configuration file (Loki-shaped)")
+        p.add_argument("--data-dir", help="where the database lives (common.path_prefix)")
+        p.add_argument("--log-level", choices=config_module.LOG_LEVELS)
+        if name == "serve":
+            p.add_argument("--host", help="listen address (server.http_listen_address)")
+            p.add_argument("--port", type=int, help="listen port (server.http_listen_port)")
+    args = parser.parse_args(argv)
+    command = args.command or "serve"
+    overrides = {
+        ("common", "path_prefix"): getattr(args, "data_dir", None),
+        ("server", "log_level"): getattr(args, "log_level", None),
+        ("server", "http_listen_address"): getattr(args, "host", None),
+        ("server", "http_listen_port"): getattr(args, "port", None),
+    }
+    try:
+        cfg = config_module.load_config(getattr(args, "config", None), overrides=overrides)
+    except ConfigError as exc:
+        print(f"logstore: {exc}", file=sys.stderr)
+        return 1
+    if command == "config":
+        print(config_module.render_yaml(config_module.to_plain(cfg)), end="")
+        return 0
+    if command == "migrate":
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        conn = connect(os.path.join(cfg.data_dir, DB_FILENAME), synchronous=cfg.storage.synchronous)
+        applied = migrate(conn)
+        conn.close()
+        print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+        return 0
+    return serve(cfg, getattr(args, "config", None))
+
+
+def serve(cfg: Config, config_path: str | None) -> int:
+    from granian import Granian
+    from granian.constants import Interfaces
+
+    # the worker process imports app:app and rebuilds the config from these
+    if config_path:
+        os.environ["LOGSTORE_CONFIG"] = os.path.abspath(config_path)
+    os.environ["LOGSTORE_HOST"] = cfg.server.http_listen_address
+    os.environ["LOGSTORE_PORT"] = str(cfg.server.http_listen_port)
+    os.environ["LOGSTORE_DATA_DIR"] = os.path.abspath(cfg.data_dir)
+    os.environ["LOGSTORE_LOG_LEVEL"] = cfg.server.log_level
+    print(f"logstore listening on http://{cfg.server.http_listen_address}:"
+          f"{cfg.server.http_listen_port} with data in {os.path.abspath(cfg.data_dir)}",
+          file=sys.stderr, flush=True)
+    # one worker: SQLite has one writer, and group commit needs every push in one process
+    Granian("app:app", address=cfg.server.http_listen_address, port=cfg.server.http_listen_port,
+            interface=Interfaces.ASGI, workers=1, log_level=_granian_level(cfg.server.log_level),
+            websockets=True).serve()
+    return 0
+
+
+def _granian_level(level: str) -> Any:
+    from granian.log import LogLevels
+    return {"debug": LogLevels.debug, "info": LogLevels.info, "warn": LogLevels.warning,
+            "error": LogLevels.error}[level]
+
+
+_app: Litestar | None = None
+
+
+def __getattr__(name: str) -> Any:
+    # `app` is built on first access (granian's import of app:app), not when the console
+    # script imports main(): the serve command must set the environment first
+    global _app
+    if name == "app":
+        if _app is None:
+            _app = _module_app()
+        return _app
+    raise AttributeError(name)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,351 @@
+"""Configuration: Loki-shaped YAML, environment variables and flags over embedded defaults.
+
+A Loki user should recognise the file: the keys logstore uses keep Loki's names and
+defaults; Loki keys logstore has no use for are accepted with one warning; anything else
+is an error at start that names the key, so a typo never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any
+
+import msgspec
+import yaml
+
+log = logging.getLogger("logstore.config")
+
+DEFAULT_SERVICE_NAME_LABELS = [
+    "service", "app", "application", "app_name", "name", "app_kubernetes_io_name",
+    "container", "container_name", "k8s_container_name", "component", "workload",
+    "job", "k8s_job_name",
+]
+DEFAULT_LOG_LEVEL_FIELDS = [
+    "level", "LEVEL", "Level", "log.level", "severity", "SEVERITY", "Severity",
+    "SeverityText", "lvl", "LVL", "Lvl", "severity_text", "Severity_Text", "SEVERITY_TEXT",
+]
+
+
+class ServerConfig(msgspec.Struct, kw_only=True):
+    http_listen_address: str = "127.0.0.1"
+    http_listen_port: int = 3100
+    log_level: str = "info"
+
+
+class CommonConfig(msgspec.Struct, kw_only=True):
+    path_prefix: str = "./data"
+
+
+class DistributorConfig(msgspec.Struct, kw_only=True):
+    max_recv_msg_size: int = 100 << 20
+    max_decompressed_size: int = 5000 << 20
+
+
+class LimitsConfig(msgspec.Struct, kw_only=True):
+    max_line_size: int = 256 * 1024
+    max_label_names_per_series: int = 15
+    max_label_name_length: int = 1024
+    max_label_value_length: int = 2048
+    reject_old_samples: bool = True
+    reject_old_samples_max_age: int = 7 * 24 * 3600 * 10**9  # ns
+    creation_grace_period: int = 10 * 60 * 10**9  # ns
+    allow_structured_metadata: bool = True
+    max_structured_metadata_size: int = 64 * 1024
+    max_structured_metadata_entries_count: int = 128
+    discover_service_name: list[str] = msgspec.field(
+        default_factory=lambda: list(DEFAULT_SERVICE_NAME_LABELS))
+    discover_log_levels: bool = True
+    log_level_fields: list[str] = msgspec.field(
+        default_factory=lambda: list(DEFAULT_LOG_LEVEL_FIELDS))
+    max_entries_limit_per_query: int = 5000
+    max_query_series: int = 500
+    max_query_length: int = 721 * 3600 * 10**9  # ns
+    query_timeout: int = 60 * 10**9  # ns
+    volume_enabled: bool = True
+    volume_max_series: int = 1000
+
+
+class RulerConfig(msgspec.Struct, kw_only=True):
+    enable_api: bool = True
+    evaluation_interval: int = 60 * 10**9
+
+
+class CompactorConfig(msgspec.Struct, kw_only=True):
+    retention_enabled: bool = False
+    compaction_interval: int = 10 * 60 * 10**9
+
+
+class PatternIngesterConfig(msgspec.Struct, kw_only=True):
+    enabled: bool = False
+
+
+class QuerierConfig(msgspec.Struct, kw_only=True):
+    multi_tenant_queries_enabled: bool = False
+
+
+class GrafanaConfig(msgspec.Struct, kw_only=True):
+    admin_user: str = "admin"
+    admin_password: str = ""
+
+
+class StorageConfig(msgspec.Struct, kw_only=True):
+    """logstore's own: how SQLite is driven."""
+    # FULL fsyncs every group commit: an acknowledged push survives power loss, not only
+    # a process crash. Group commit amortises the fsync over every request in the batch.
+    synchronous: str = "full"
+    read_connections: int = 4
+    # upper bound of rows folded into one group-commit transaction
+    writer_max_batch_rows: int = 200_000
+
+
+class Config(msgspec.Struct, kw_only=True):
+    auth_enabled: bool = False
+    server: ServerConfig = msgspec.field(default_factory=ServerConfig)
+    common: CommonConfig = msgspec.field(default_factory=CommonConfig)
+    distributor: DistributorConfig = msgspec.field(default_factory=DistributorConfig)
+    limits_config: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
+    querier: QuerierConfig = msgspec.field(default_factory=QuerierConfig)
+    ruler: RulerConfig = msgspec.field(default_factory=RulerConfig)
+    compactor: CompactorConfig = msgspec.field(default_factory=CompactorConfig)
+    pattern_ingester: PatternIngesterConfig = msgspec.field(default_factory=PatternIngesterConfig)
+    grafana: GrafanaConfig = msgspec.field(default_factory=GrafanaConfig)
+    storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
+
+    @property
+    def data_dir(self) -> str:
+        return self.common.path_prefix
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# Loki keys that mean nothing to a single SQLite process; accepted so a Loki file can be reused.
+LOKI_ONLY_TOP = {
+    "target", "schema_config", "storage_config", "ingester", "ingester_client", "frontend",
+    "frontend_worker", "query_range", "query_scheduler", "chunk_store_config",
+    "table_manager", "memberlist", "analytics", "tracing", "index_gateway", "bloom_build",
+    "bloom_gateway", "runtime_config", "operational_config", "ballast_bytes", "kafka_config",
+    "pattern_ingester_client", "block_builder", "block_scheduler", "dataobj", "ui",
+    "internal_server", "profiling", "cache_config", "compactor_grpc_client", "memberlist_kv",
+}
+LOKI_ONLY_NESTED = {
+    "server": {"grpc_listen_port", "grpc_listen_address", "grpc_server_max_recv_msg_size",
+               "grpc_server_max_send_msg_size", "http_server_read_timeout",
+               "http_server_write_timeout", "http_server_idle_timeout", "log_format",
+               "register_instrumentation", "graceful_shutdown_timeout", "http_path_prefix"},
+    "common": {"storage", "replication_factor", "ring", "instance_addr", "instance_interface_names",
+               "compactor_address", "compactor_grpc_address"},
+    "limits_config": {"ingestion_rate_mb", "ingestion_burst_size_mb", "ingestion_rate_strategy",
+                      "per_stream_rate_limit", "per_stream_rate_limit_burst",
+                      "max_global_streams_per_user", "max_streams_per_user", "retention_period",
+                      "split_queries_by_interval", "max_cache_freshness_per_query",
+                      "max_query_parallelism", "max_line_size_truncate", "max_chunks_per_query",
+                      "unordered_writes", "shard_streams", "otlp_config", "query_timeout_default",
+                      "max_concurrent_tail_requests", "increment_duplicate_timestamp",
+                      "allow_deletes", "deletion_mode", "max_query_lookback",
+                      "bloom_gateway_enable_filtering", "tsdb_max_query_parallelism"},
+    "ruler": {"storage", "rule_path", "alertmanager_url", "ring", "enable_alertmanager_v2",
+              "remote_write", "wal", "enable_sharding"},
+    "compactor": {"working_directory", "delete_request_store", "retention_delete_delay",
+                  "retention_delete_worker_count", "shared_store"},
+    "querier": {"max_concurrent", "query_ingesters_within", "engine"},
+    "distributor": {"ring", "rate_store", "otlp_config"},
+    "pattern_ingester": {"lifecycler", "client_config", "metric_aggregation"},
+}
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|y|w|d|h|m|s)")
+_DURATION_NS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9,
+                "h": 3600 * 10**9, "d": 86400 * 10**9, "w": 7 * 86400 * 10**9,
+                "y": 365 * 86400 * 10**9}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?i?B?)\s*$", re.IGNORECASE)
+_SIZE_MULT = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+
+DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_query_length",
+                   "query_timeout", "evaluation_interval", "compaction_interval"}
+SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
+               "max_decompressed_size"}
+
+
+def parse_duration_ns(text: str | int | float) -> int:
+    """Prometheus-style duration (`1h30m`, `7d`, `1w`); a bare number is seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(text * 10**9)
+    s = str(text).strip()
+    pos, total = 0, 0
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += int(float(m.group(1)) * _DURATION_NS[m.group(2)])
+        pos = m.end()
+    if pos != len(s) or not s:
+        raise ConfigError(f"not a valid duration string: {s!r}")
+    return total
+
+
+def parse_size(text: str | int) -> int:
+    """Loki's flagext.ByteSize: 1024-based units, `256KB` == 262144."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ConfigError(f"invalid size {text!r}")
+    unit = m.group(2).upper().replace("I", "").replace("B", "")
+    return int(float(m.group(1)) * _SIZE_MULT[unit])
+
+
+def _check_keys(data: dict, struct_type: type, path: str, warnings: list[str]) -> dict:
+    """Validate keys against a Struct; drop Loki-only keys (warning), reject unknown ones."""
+    known = set(struct_type.__struct_fields__)
+    out: dict[str, Any] = {}
+    loki_only = LOKI_ONLY_TOP if not path else LOKI_ONLY_NESTED.get(path, set())
+    for key, value in data.items():
+        full = f"{path}.{key}" if path else key
+        if key not in known:
+            if key in loki_only:
+                warnings.append(full)
+                continue
+            raise ConfigError(f"unknown configuration key {full!r}")
+        sub = _SECTION_TYPES.get(key) if not path else None
+        if sub is not None:
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(f"configuration key {full!r} must be a mapping")
+            value = _check_keys(value, sub, key, warnings)
+        elif key in DURATION_FIELDS:
+            value = parse_duration_ns(value)
+        elif key in SIZE_FIELDS:
+            value = parse_size(value)
+        out[key] = value
+    return out
+
+
+_SECTION_TYPES: dict[str, type] = {
+    "server": ServerConfig, "common": CommonConfig, "distributor": DistributorConfig,
+    "limits_config": LimitsConfig, "querier": QuerierConfig, "ruler": RulerConfig,
+    "compactor": CompactorConfig, "pattern_ingester": PatternIngesterConfig,
+    "grafana": GrafanaConfig, "storage": StorageConfig,
+}
+
+
+def config_from_dict(data: dict | None) -> Config:
+    warnings: list[str] = []
+    checked = _check_keys(data or {}, Config, "", warnings)
+    if warnings:
+        log.warning("ignoring Loki configuration keys logstore has no use for: %s",
+                    ", ".join(sorted(warnings)))
+    try:
+        cfg = msgspec.convert(checked, Config, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: Config) -> None:
+    if cfg.server.log_level not in LOG_LEVELS:
+        raise ConfigError(f"unrecognized log level {cfg.server.log_level!r}")
+    if cfg.storage.synchronous.lower() not in ("off", "normal", "full", "extra"):
+        raise ConfigError("storage.synchronous must be one of off, normal, full, extra")
+    if not 0 < cfg.server.http_listen_port < 65536:
+        raise ConfigError("server.http_listen_port must be between 1 and 65535")
+
+
+LOG_LEVELS = ("debug", "info", "warn", "error")
+
+# environment variable -> (section, key); applied over the file, under the flags
+ENV_OVERRIDES = {
+    "LOGSTORE_HOST": ("server", "http_listen_address"),
+    "LOGSTORE_PORT": ("server", "http_listen_port"),
+    "LOGSTORE_LOG_LEVEL": ("server", "log_level"),
+    "LOGSTORE_DATA_DIR": ("common", "path_prefix"),
+    "LOGSTORE_AUTH_ENABLED": (None, "auth_enabled"),
+    "LOGSTORE_GRAFANA_ADMIN_PASSWORD": ("grafana", "admin_password"),
+}
+
+
+def load_config(path: str | None = None, env: dict[str, str] | None = None,
+                overrides: dict[tuple[str | None, str], Any] | None = None) -> Config:
+    """File (path or $LOGSTORE_CONFIG), then environment, then explicit overrides (flags)."""
+    env = dict(os.environ if env is None else env)
+    path = path or env.get("LOGSTORE_CONFIG") or None
+    data: dict = {}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                loaded = yaml.safe_load(fh)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        data = loaded or {}
+    layered: dict[tuple[str | None, str], Any] = {}
+    for var, target in ENV_OVERRIDES.items():
+        if env.get(var):
+            value: Any = env[var]
+            if target[1] == "auth_enabled":
+                value = value.lower() in ("1", "true", "yes", "on")
+            layered[target] = value
+    layered.update(overrides or {})
+    for (section, key), value in layered.items():
+        if value is None:
+            continue
+        if section is None:
+            data[key] = value
+        else:
+            sec = data.get(section)
+            if not isinstance(sec, dict):
+                sec = data[section] = {}
+            sec[key] = value
+    return config_from_dict(data)
+
+
+def format_duration(ns: int) -> str:
+    """Prometheus model.Duration text: 604800s -> `1w`, 721h -> `30d1h`."""
+    if ns == 0:
+        return "0s"
+    out, ms = [], ns // 10**6
+    for unit, size in (("y", 31536000000), ("w", 604800000), ("d", 86400000), ("h", 3600000),
+                       ("m", 60000), ("s", 1000), ("ms", 1)):
+        if ms >= size:
+            out.append(f"{ms // size}{unit}")
+            ms %= size
+    return "".join(out)
+
+
+def to_plain(cfg: Config) -> dict:
+    plain = msgspec.to_builtins(cfg)
+    for section in plain.values():
+        if isinstance(section, dict):
+            for key in DURATION_FIELDS & section.keys():
+                section[key] = format_duration(section[key])
+    if plain.get("grafana", {}).get("admin_password"):
+        plain["grafana"]["admin_password"] = "********"
+    return plain
+
+
+def diff_from_defaults(cfg: Config) -> dict:
+    def walk(current: Any, default: Any) -> Any:
+        if isinstance(current, dict) and isinstance(default, dict):
+            out = {}
+            for key, value in current.items():
+                sub = walk(value, default.get(key))
+                if sub is not _SAME:
+                    out[key] = sub
+            return out or _SAME
+        return _SAME if current == default else current
+
+    result = walk(to_plain(cfg), to_plain(Config()))
+    return {} if result is _SAME else result
+
+
+_SAME = object()
+
+
+def render_yaml(data: dict) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,571 @@
+"""Parser stages: `| json`, `| logfmt`, `| regexp`, `| pattern`, `| unpack` (logql.md §5.3, §5.4).
+
+Common rules implemented here:
+* label keys are sanitised (§5.3) -- results are cached per key text;
+* a name that is a stream label or structured metadata of the entry gets the
+  `_extracted` suffix;
+* parsers without explicit extractions skip names already written this entry
+  (first extraction wins, §5.4.7);
+* parsers never drop lines and never raise: failures become `__error__`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from json.decoder import scanstring
+
+from .filters import PipelineError, compile_regexp, go_regexp_error, RegexError
+from .labels import EXTRACTED_SUFFIX, JSON_PARSER_ERR, LOGFMT_PARSER_ERR
+from .stages_line import parse_pattern
+
+# --------------------------------------------------------------------------- keys
+
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+@lru_cache(maxsize=8192)
+def sanitize_key(key: str) -> str:
+    """§5.3: trim; '' means skip; leading digit gets '_'; other chars become '_'."""
+    key = key.strip()
+    if not key:
+        return ""
+    if key[0] in "0123456789":
+        key = "_" + key
+    return _NOT_IDENT.sub("_", key)
+
+
+@lru_cache(maxsize=8192)
+def _json_segment(key: str) -> str:
+    # a path segment: trimmed and sanitised but without the leading-digit rule,
+    # which applies to the whole joined name only
+    return _NOT_IDENT.sub("_", key.strip())
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _fix_surrogates(s: str) -> str:
+    # Go decodes an unpaired \ud800 escape to U+FFFD; Python keeps a lone
+    # surrogate that could not even be encoded as UTF-8 later.
+    return _SURROGATE.sub("\ufffd", s)
+
+
+def _set_parsed(labels, key: str, value: str) -> None:
+    """Write a parser label with collision suffix and first-extraction-wins."""
+    if key in labels.stream or key in labels.sm:
+        key += EXTRACTED_SUFFIX
+    if key in labels.extracted:
+        return
+    labels.set_extracted(key, value)
+
+
+# --------------------------------------------------------------------------- json
+
+def _reject_constant(name: str):
+    raise ValueError(f"invalid JSON constant {name}")
+
+
+# Numbers are kept as their source text; objects become tuples of (key, value)
+# pairs so duplicate keys stay visible (first one wins) and arrays stay lists.
+_JSON_TOKENS = json.JSONDecoder(parse_float=str, parse_int=str, parse_constant=_reject_constant,
+                                object_pairs_hook=tuple)
+_JSON_PLAIN = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=tuple)
+
+_ERR_OBJECT = "Value looks like object, but can't find closing '}' symbol"
+_ERR_STRING = "Value is string, but can't find closing '\"' symbol"
+_ERR_ESCAPE = "Encountered an invalid escape sequence in a string"
+_ERR_MALFORMED = "Malformed JSON error"
+
+
+def _json_error_text(exc: Exception) -> str:
+    """Map Python's decoder message to the buger/jsonparser text Loki reports."""
+    msg = str(exc)
+    if msg.startswith("Unterminated string"):
+        return _ERR_STRING
+    if msg.startswith("Invalid \\escape") or msg.startswith("Invalid \\uXXXX"):
+        return _ERR_ESCAPE
+    if msg.startswith("Expecting ':' delimiter"):
+        return _ERR_MALFORMED
+    return _ERR_OBJECT
+
+
+def _parse_json_object(line: str, decoder):
+    """The line's top-level object as a tuple of pairs, or raise ValueError."""
+    start = 0
+    n = len(line)
+    while start < n and line[start] in " \t\r\n":
+        start += 1
+    if start >= n or line[start] != "{":
+        raise ValueError("not an object")
+    value, _end = decoder.raw_decode(line, start)  # trailing text is ignored, like jsonparser
+    return value
+
+
+class JsonParser:
+    """`| json` (extractions None) or `| json a="expr", b="c.d[0]"`.
+
+    `extractions`: list of (label_name, expression); a bare `| json c` is ("c", "c").
+    Raises PipelineError for a bad expression or label name.
+    """
+
+    __slots__ = ("extractions", "_paths")
+
+    def __init__(self, extractions: list[tuple[str, str]] | None = None):
+        self.extractions = list(extractions) if extractions else None
+        self._paths = None
+        if self.extractions:
+            paths = []
+            for name, expr in self.extractions:
+                if not _LABEL_NAME.fullmatch(name):
+                    raise PipelineError(f"invalid extracted label name '{name}'")
+                paths.append((name, parse_json_path(expr)))
+            self._paths = tuple(paths)
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        if self._paths is None:
+            self._process_all(line, labels)
+        else:
+            self._process_paths(line, labels)
+        return line
+
+    def _process_all(self, line: str, labels) -> None:
+        try:
+            obj = _parse_json_object(line, _JSON_TOKENS)
+        except Exception as exc:  # noqa: BLE001 - any decoder failure is a JSONParserErr
+            labels.set_error(JSON_PARSER_ERR, _ERR_OBJECT if str(exc) == "not an object" else _json_error_text(exc))
+            return
+        fix = "\\u" in line and ("\\ud" in line.lower())
+        self._flatten(obj, "", labels, fix)
+
+    def _flatten(self, pairs, prefix: str, labels, fix: bool) -> None:
+        for key, value in pairs:
+            seg = _json_segment(key)
+            name = (prefix + "_" + seg if prefix and seg else prefix or seg)
+            t = type(value)
+            if t is tuple:
+                self._flatten(value, name, labels, fix)
+                continue
+            if t is list or value is None or not name:
+                continue
+            if t is bool:
+                value = "true" if value else "false"
+            elif fix:
+                value = _fix_surrogates(value)
+            if name[0] in "0123456789":
+                name = "_" + name
+            _set_parsed(labels, name, value)
+
+    def _process_paths(self, line: str, labels) -> None:
+        stripped = line.lstrip(" \t\r\n")
+        if not stripped or stripped[0] not in '{["':
+            labels.set_error(JSON_PARSER_ERR)
+            return
+        for name, path in self._paths:
+            target = name + EXTRACTED_SUFFIX if labels.base_has(name) else name
+            found = json_path_lookup(line, path)
+            if found is None:
+                if not labels.has(target):
+                    labels.set_extracted(target, "")
+                continue
+            labels.set_extracted(target, found)
+
+    def __repr__(self) -> str:
+        return f"JsonParser({self.extractions!r})"
+
+
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PATH_TOKEN = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:(\d+)|"((?:[^"\\]|\\.)*)")\s*\]')
+
+
+def parse_json_path(expr: str) -> tuple:
+    """`a.b["c d"][0]` -> ("a", "b", "c d", 0); PipelineError when malformed."""
+    steps: list = []
+    pos = 0
+    while pos < len(expr):
+        m = _PATH_TOKEN.match(expr, pos)
+        if m is None:
+            raise PipelineError(f"cannot parse expression [{expr}]: syntax error: unexpected character at {pos}")
+        if m.group(1) is not None:
+            steps.append(m.group(1))
+        elif m.group(2) is not None:
+            steps.append(int(m.group(2)))
+        else:
+            steps.append(json.loads('"' + m.group(3) + '"'))
+        pos = m.end()
+    if not steps:
+        raise PipelineError(f"cannot parse expression [{expr}]: syntax error: unexpected $end")
+    return tuple(steps)
+
+
+def _ws(s: str, i: int) -> int:
+    n = len(s)
+    while i < n and s[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def json_path_lookup(line: str, path: tuple) -> str | None:
+    """Value at `path` in the JSON text: strings unescaped, null -> '', anything
+    else as its raw source text. None when absent or the text is malformed."""
+    try:
+        i = _ws(line, 0)
+        for step in path:
+            if isinstance(step, str):
+                if line[i] != "{":
+                    return None
+                i = _ws(line, i + 1)
+                if line[i] == "}":
+                    return None
+                while True:
+                    if line[i] != '"':
+                        return None
+                    key, i = scanstring(line, i + 1)
+                    i = _ws(line, i)
+                    if line[i] != ":":
+                        return None
+                    i = _ws(line, i + 1)
+                    if key == step:
+                        break
+                    _, i = _JSON_TOKENS.raw_decode(line, i)
+                    i = _ws(line, i)
+                    if line[i] != ",":
+                        return None
+                    i = _ws(line, i + 1)
+            else:
+                if line[i] != "[":
+                    return None
+                i = _ws(line, i + 1)
+                if line[i] == "]":
+                    return None
+                for _ in range(step):
+                    _, i = _JSON_TOKENS.raw_decode(line, i)
+                    i = _ws(line, i)
+                    if line[i] != ",":
+                        return None
+                    i = _ws(line, i + 1)
+        value, end = _JSON_TOKENS.raw_decode(line, i)
+    except (ValueError, IndexError):
+        return None
+    first = line[i]
+    if first == '"':
+        return _fix_surrogates(value)
+    if first == "n":
+        return ""
+    return line[i:end]
+
+
+# --------------------------------------------------------------------------- logfmt
+
+# A line made only of well-formed pairs; possessive quantifiers stop a value
+# from being split to make a malformed line look well-formed.
+_LOGFMT_LINE = re.compile(
+    r'(?:[\x00- ]*+[^\x00- ="]++(?:=(?:"(?:[^"\\]|\\.)*+"|[^\x00- ="]*+))?+)*+[\x00- ]*+'
+)
+_LOGFMT_PAIR = re.compile(r'([^\x00- ="]++)(?:(=)(?:"((?:[^"\\]|\\.)*+)"|([^\x00- ="]*+)))?+')
+
+
+def _byte_pos(line: str, pos: int) -> int:
+    return len(line[:pos].encode("utf-8", "surrogatepass"))
+
+
+def scan_logfmt(line: str, strict: bool) -> tuple[list[tuple[str, str]], str | None]:
+    """All (key, value) pairs of a logfmt line and, for strict mode, the first
+    syntax error text (`logfmt syntax error at pos N : msg`)."""
+    if "\ufffd" not in line and _LOGFMT_LINE.fullmatch(line):
+        pairs = []
+        for key, eq, quoted, raw in _LOGFMT_PAIR.findall(line):
+            if quoted and "\\" in quoted:
+                try:
+                    quoted = _fix_surrogates(scanstring(quoted + '"', 0)[0])
+                except ValueError:
+                    return _scan_logfmt_exact(line, strict)
+            pairs.append((key, quoted or raw))
+        return pairs, None
+    return _scan_logfmt_exact(line, strict)
+
+
+def _scan_logfmt_exact(line: str, strict: bool) -> tuple[list[tuple[str, str]], str | None]:
+    """Character-level go-logfmt scanner; on an error non-strict mode skips to
+    the next whitespace and continues, strict mode stops."""
+    pairs: list[tuple[str, str]] = []
+    n = len(line)
+    pos = 0
+    first_error: str | None = None
+    while True:
+        while pos < n and line[pos] <= " ":
+            pos += 1
+        if pos >= n:
+            return pairs, first_error
+        err_at = -1
+        err_msg = ""
+        start = pos
+        while pos < n:
+            c = line[pos]
+            if c == "=" or c == '"' or c <= " ":
+                break
+            pos += 1
+        key = line[start:pos]
+        if pos < n and (line[pos] == '"' or (line[pos] == "=" and pos == start)):
+            err_at, err_msg = pos, f"unexpected {line[pos]!r}"
+        elif "\ufffd" in key:
+            err_at, err_msg = pos, "invalid key"
+        elif pos >= n or line[pos] <= " ":
+            pairs.append((key, ""))
+            continue
+        else:
+            pos += 1  # '='
+            if pos >= n or line[pos] <= " ":
+                pairs.append((key, ""))
+                continue
+            if line[pos] == '"':
+                j = pos + 1
+                esc = has_esc = False
+                while j < n:
+                    c = line[j]
+                    if esc:
+                        esc = False
+                    elif c == "\\":
+                        esc = has_esc = True
+                    elif c == '"':
+                        break
+                    j += 1
+                if j >= n:
+                    err_at, err_msg, pos = n, "unterminated quoted value", n
+                else:
+                    value = line[pos + 1:j]
+                    pos = j + 1
+                    if has_esc:
+                        try:
+                            value = _fix_surrogates(scanstring(value + '"', 0)[0])
+                        except ValueError:
+                            err_at, err_msg = pos, "invalid quoted value"
+                    if err_at < 0:
+                        pairs.append((key, value))
+                        continue
+            else:
+                vstart = pos
+                while pos < n:
+                    c = line[pos]
+                    if c == "=" or c == '"':
+                        err_at, err_msg = pos, f"unexpected {c!r}"
+                        break
+                    if c <= " ":
+                        break
+                    pos += 1
+                if err_at < 0:
+                    pairs.append((key, line[vstart:pos]))
+                    continue
+        # syntax error
+        if first_error is None:
+            first_error = f"logfmt syntax error at pos {_byte_pos(line, err_at) + 1} : {err_msg}"
+        if strict:
+            return pairs, first_error
+        pos = max(pos, err_at)
+        while pos < n and line[pos] > " ":
+            pos += 1
+
+
+class LogfmtParser:
+    """`| logfmt [--strict] [--keep-empty] [a="key", b]`.
+
+    `extractions`: list of (label_name, key) or None for "all keys".
+    """
+
+    __slots__ = ("strict", "keep_empty", "extractions", "_by_key")
+
+    def __init__(self, strict: bool = False, keep_empty: bool = False,
+                 extractions: list[tuple[str, str]] | None = None):
+        self.strict = strict
+        self.keep_empty = keep_empty
+        self.extractions = list(extractions) if extractions else None
+        self._by_key: dict[str, list[str]] | None = None
+        if self.extractions:
+            by_key: dict[str, list[str]] = {}
+            for name, key in self.extractions:
+                if not _LABEL_NAME.fullmatch(name):
+                    raise PipelineError(f"invalid extracted label name '{name}'")
+                if not key or any(c <= " " or c in '="' for c in key):
+                    raise PipelineError(f"cannot parse expression [{key}]: invalid key")
+                by_key.setdefault(key, []).append(name)
+            self._by_key = by_key
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        pairs, error = scan_logfmt(line, self.strict)
+        if self._by_key is None:
+            keep_empty = self.keep_empty
+            stream, sm, extracted = labels.stream, labels.sm, labels.extracted
+            for key, value in pairs:
+                if not value and not keep_empty:
+                    continue
+                name = sanitize_key(key)
+                if not name:
+                    continue
+                if name in stream or name in sm:
+                    name += EXTRACTED_SUFFIX
+                if name in extracted:
+                    continue
+                labels.set_extracted(name, value)
+        else:
+            self._process_extractions(pairs, labels)
+        if error is not None and self.strict:
+            labels.set_error(LOGFMT_PARSER_ERR, error)
+        return line
+
+    def _process_extractions(self, pairs, labels) -> None:
+        by_key = self._by_key
+        for names in by_key.values():
+            for name in names:
+                if not labels.base_has(name):
+                    labels.set_extracted(name, "")
+        seen: set[str] = set()
+        for key, value in pairs:
+            names = by_key.get(key)
+            if names is None or key in seen:
+                continue
+            seen.add(key)  # first occurrence of a key wins
+            for name in names:
+                target = name + EXTRACTED_SUFFIX if labels.base_has(name) else name
+                labels.set_extracted(target, value)
+
+    def __repr__(self) -> str:
+        return f"LogfmtParser(strict={self.strict}, keep_empty={self.keep_empty}, extractions={self.extractions!r})"
+
+
+# --------------------------------------------------------------------------- regexp
+
+class RegexpParser:
+    """`| regexp "re"`: named groups of the leftmost match become labels."""
+
+    __slots__ = ("pattern", "_regex", "_names")
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        try:
+            self._regex = compile_regexp(pattern)
+        except RegexError as exc:
+            raise PipelineError(f"invalid regexp parser: {exc}") from None
+        names: list[tuple[int, str]] = []
+        seen: set[str] = set()
+        for group_name, index in sorted(self._regex.groupindex.items(), key=lambda kv: kv[1]):
+            name = sanitize_key(group_name)
+            if name in seen:
+                raise PipelineError(f"invalid regexp parser: duplicate extracted label name '{name}'")
+            seen.add(name)
+            names.append((index, name))
+        if not names:
+            raise PipelineError("invalid regexp parser: at least one named capture must be supplied")
+        self._names = tuple(names)
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        m = self._regex.search(line)
+        if m is None:
+            return line
+        for index, name in self._names:
+            _set_parsed(labels, name, m.group(index) or "")
+        return line
+
+    def __repr__(self) -> str:
+        return f"RegexpParser({self.pattern!r})"
+
+
+# --------------------------------------------------------------------------- pattern
+
+class PatternParser:
+    """`| pattern "<ip> - <_> [<ts>] ..."` (§5.4.6): anchored, no backtracking."""
+
+    __slots__ = ("pattern", "_lead", "_steps", "_names")
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        try:
+            elements = parse_pattern(pattern)
+        except PipelineError as exc:
+            raise PipelineError(f"invalid pattern parser: {exc}") from None
+        if not any(kind == "cap" and v != "_" for kind, v in elements):
+            raise PipelineError("invalid pattern parser: at least one capture is required")
+        self._lead = elements[0][1] if elements[0][0] == "lit" else None
+        rest = elements[1:] if self._lead is not None else elements
+        # after the optional leading literal: capture (literal capture)* [literal]
+        steps = []
+        for i in range(0, len(rest), 2):
+            capture = rest[i][1]
+            literal = rest[i + 1][1] if i + 1 < len(rest) else None
+            steps.append((None if capture == "_" else capture, literal))
+        self._steps = tuple(steps)
+
+    def matches(self, line: str) -> list[tuple[str, str]]:
+        """(name, value) for each named capture matched, in pattern order."""
+        out: list[tuple[str, str]] = []
+        if not line:
+            return out
+        pos = 0
+        if self._lead is not None:
+            if not line.startswith(self._lead):
+                return out
+            pos = len(self._lead)
+        for name, literal in self._steps:
+            if literal is None:  # trailing capture takes the rest
+                if name is not None:
+                    out.append((name, line[pos:]))
+                return out
+            at = line.find(literal, pos)
+            if at < 0:
+                if name is not None:
+                    out.append((name, line[pos:]))
+                return out
+            if name is not None:
+                out.append((name, line[pos:at]))
+            pos = at + len(literal)
+        return out
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        for name, value in self.matches(line):
+            _set_parsed(labels, name, value)
+        return line
+
+    def __repr__(self) -> str:
+        return f"PatternParser({self.pattern!r})"
+
+
+# --------------------------------------------------------------------------- unpack
+
+class UnpackParser:
+    """`| unpack`: a packed entry's `_entry` becomes the line, its other string
+    members become labels (nothing happens without `_entry`)."""
+
+    __slots__ = ()
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        if not line:
+            return line
+        if line[0] != "{":
+            labels.set_error(JSON_PARSER_ERR, "expecting json object(6), but it is not")
+            return line
+        try:
+            obj = _parse_json_object(line, _JSON_PLAIN)
+        except Exception as exc:  # noqa: BLE001
+            labels.set_error(JSON_PARSER_ERR, _json_error_text(exc))
+            return line
+        entry = None
+        for key, value in obj:
+            if key == "_entry" and type(value) is str:
+                entry = value
+                break
+        if entry is None:
+            return line
+        for key, value in obj:
+            if key == "_entry" or type(value) is not str:
+                continue
+            name = sanitize_key(key)
+            if name:
+                _set_parsed(labels, name, _fix_surrogates(value))
+        return _fix_surrogates(entry)
+
+    def __repr__(self) -> str:
+        return "UnpackParser()"
+
+
+__all__ = ["JsonParser", "LogfmtParser", "RegexpParser", "PatternParser", "UnpackParser",
+           "sanitize_key", "scan_logfmt", "parse_json_path", "json_path_lookup", "go_regexp_error"]

@@ -1,0 +1,113 @@
+"""Operational endpoints: ready, metrics, log_level, services, buildinfo, config, flush."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import prometheus_client
+from litestar import Request, Response, get, route
+
+import config as config_module
+from routes.errors import PLAIN
+from routes.params import read_params
+from routes.respond import json_response
+from services.context import AppContext
+
+VERSION = "3.7.0"  # the Loki API level we answer for: Grafana enables features by it
+LOGSTORE_VERSION = "0.1.0"
+
+
+@get("/ready")
+async def ready(ctx: AppContext) -> Response:
+    if ctx.services.stopping:
+        return Response("Application is stopping\n", status_code=503, media_type=PLAIN)
+    waiting = ctx.services.not_running()
+    if waiting or not ctx.db.writer_alive:
+        lines = "".join(f"{state}: {count}\n" for state, count in sorted(waiting.items()))
+        if not ctx.db.writer_alive and not waiting:
+            return Response("Ingester not ready: the writer is not running\n", status_code=503,
+                            media_type=PLAIN)
+        return Response("Some services are not Running:\n" + lines, status_code=503,
+                        media_type=PLAIN)
+    return Response("ready\n", status_code=200, media_type=PLAIN)
+
+
+@get("/metrics")
+async def metrics(ctx: AppContext) -> Response:
+    body = prometheus_client.generate_latest(ctx.metrics.registry)
+    return Response(body, status_code=200, media_type=prometheus_client.CONTENT_TYPE_LATEST)
+
+
+@route("/log_level", http_method=["GET", "POST"])
+async def log_level(request: Request, ctx: AppContext) -> Response:
+    if request.method == "GET":
+        return json_response({"message": f"Current log level is {ctx.config.server.log_level}"})
+    params = await read_params(request)
+    level = params.get("log_level", "") or ""
+    if level not in config_module.LOG_LEVELS:
+        return json_response({"status": "failed",
+                              "message": f'unrecognized log level "{level}"'}, 400)
+    ctx.set_log_level(level)
+    return json_response({"status": "success", "message": f"Log level set to {level}"})
+
+
+@get("/services")
+async def services(ctx: AppContext) -> Response:
+    body = "".join(f"{s.name} => {s.state.value}\n" for s in ctx.services.services.values())
+    return Response(body, status_code=200, media_type=PLAIN)
+
+
+@get("/logstore/api/v1/status/buildinfo")
+async def buildinfo() -> Response:
+    return json_response({
+        "version": VERSION, "revision": f"logstore-{LOGSTORE_VERSION}", "branch": "main",
+        "buildUser": "logstore", "buildDate": "2026-11-22T00:00:00Z",
+        "goVersion": f"python{platform.python_version()}",
+    })
+
+
+@get("/config")
+async def show_config(request: Request, ctx: AppContext) -> Response:
+    mode = request.query_params.get("mode", "")
+    if mode in ("diff", "diffs"):
+        data = config_module.diff_from_defaults(ctx.config)
+    elif mode == "defaults":
+        data = config_module.to_plain(config_module.Config())
+    else:
+        data = config_module.to_plain(ctx.config)
+    return Response(config_module.render_yaml(data), status_code=200, media_type=PLAIN)
+
+
+@route("/flush", http_method=["GET", "POST"])
+async def flush(ctx: AppContext) -> Response:
+    # every acknowledged push is already committed; a checkpoint folds the WAL into the file
+    await ctx.db.write(lambda conn: None)
+    return Response(b"", status_code=204)
+
+
+@route("/flush/tenant", http_method=["POST"])
+async def flush_tenant(request: Request, ctx: AppContext) -> Response:
+    ctx.tenant(request)
+    await ctx.db.write(lambda conn: None)
+    return Response(b"", status_code=204)
+
+
+RING_NAMES = ["/ring", "/distributor/ring", "/ruler/ring", "/compactor/ring",
+              "/indexgateway/ring", "/scheduler/ring", "/pattern/ring"]
+
+
+@route(RING_NAMES, http_method=["GET", "POST"])
+async def ring(request: Request, ctx: AppContext) -> Response:
+    host = ctx.config.server.http_listen_address
+    port = ctx.config.server.http_listen_port
+    body = ("<!DOCTYPE html><html><head><title>Ring status</title></head><body>"
+            "<h1>Ring status</h1><table border=\"1\"><thead><tr><th>Instance ID</th>"
+            "<th>State</th><th>Address</th><th>Tokens</th></tr></thead><tbody>"
+            f"<tr><td>logstore</td><td>ACTIVE</td><td>{host}:{port}</td><td>1</td></tr>"
+            "</tbody></table></body></html>")
+    return Response(body, status_code=200, media_type="text/html; charset=utf-8")
+
+
+handlers: list[Any] = [ready, metrics, log_level, services, buildinfo, show_config, flush,
+                       flush_tenant, ring]

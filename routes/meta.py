@@ -1,0 +1,54 @@
+"""Label names, label values and series."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, route
+
+from routes.errors import PlainError
+from routes.params import read_params, time_range
+from routes.respond import json_response
+from services.context import AppContext
+from services.selectors import parse_matchers
+from storage import streams
+
+
+async def _labels(request: Request, ctx: AppContext, name: str | None) -> Response:
+    tenant = ctx.tenant(request)
+    params = await read_params(request)
+    start, end = time_range(params)
+    query = params.get("query")
+    matchers = parse_matchers(query) if query else None
+    if name is None:
+        data = await ctx.db.read(streams.label_names, tenant, start, end, matchers)
+    else:
+        data = await ctx.db.read(streams.label_values, tenant, name, start, end, matchers)
+    return json_response({"status": "success", "data": data})
+
+
+@route(["/logstore/api/v1/labels", "/logstore/api/v1/label"], http_method=["GET", "POST"])
+async def labels(request: Request, ctx: AppContext) -> Response:
+    return await _labels(request, ctx, None)
+
+
+@route("/logstore/api/v1/label/{name:str}/values", http_method=["GET", "POST"])
+async def label_values(request: Request, ctx: AppContext, name: str) -> Response:
+    return await _labels(request, ctx, name)
+
+
+@route("/logstore/api/v1/series", http_method=["GET", "POST"])
+async def series(request: Request, ctx: AppContext) -> Response:
+    tenant = ctx.tenant(request)
+    params = await read_params(request)
+    start, end = time_range(params)
+    texts = list(dict.fromkeys(params.getall("match[]") + params.getall("match")))
+    if not texts:
+        raise PlainError(400, "at least one match[] parameter is required: "
+                              'for example match[]={app="api"}')
+    groups = [parse_matchers(text, require_non_empty=False) for text in texts]
+    data = await ctx.db.read(streams.series, tenant, groups, start, end)
+    return json_response({"status": "success", "data": data})
+
+
+handlers: list[Any] = [labels, label_values, series]

@@ -1,0 +1,232 @@
+"""POST /logstore/api/v1/push (JSON or snappy protobuf) and the legacy /api/compat/push."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import time
+import zlib
+from typing import Any
+
+import msgspec
+import snappy
+from google.protobuf.message import DecodeError
+from litestar import Request, Response, post
+
+from proto import push_pb2
+from routes.errors import PlainError
+from routes.params import parse_timestamp
+from services.context import AppContext
+from services.ingester import PushError, RawStream
+from services.labelset import LabelSetError, parse_label_set
+
+
+class JsonStream(msgspec.Struct):
+    stream: dict[str, str] | None = None
+    values: list[list[str | dict[str, str]] | None] | None = None
+
+
+class JsonPush(msgspec.Struct):
+    streams: list[JsonStream] | None = None
+
+
+class LegacyEntry(msgspec.Struct):
+    ts: str = ""
+    line: str = ""
+
+
+class LegacyStream(msgspec.Struct):
+    labels: str = ""
+    entries: list[LegacyEntry] | None = None
+
+
+class LegacyPush(msgspec.Struct):
+    streams: list[LegacyStream] | None = None
+
+
+_json_push = msgspec.json.Decoder(JsonPush)
+_legacy_push = msgspec.json.Decoder(LegacyPush)
+_TS_PATH = re.compile(r"values\[\d+\]\[0\]`?$")
+
+
+def _fail(status: int, message: str) -> PlainError:
+    return PlainError(status, message, newline=True)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise _fail(413, "request body too large: message size too large than max "
+                         f"({declared} vs {limit})")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _fail(413, "request body too large: message size too large than max "
+                             f"({size} vs {limit})")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode_content_encoding(body: bytes, encoding: str, limit: int) -> bytes:
+    encoding = encoding.strip().lower()
+    if encoding in ("", "snappy", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise _fail(400, f'Content-Encoding "{encoding}" not supported')
+    try:
+        if encoding == "gzip":
+            out = gzip.decompress(body) if len(body) < limit // 8 else _bounded_gunzip(body, limit)
+        else:
+            out = zlib.decompressobj(-zlib.MAX_WBITS).decompress(body, limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _fail(400, f"{encoding}: invalid compressed body: {exc}") from None
+    if len(out) > limit:
+        raise _fail(413, "request body too large: decompressed message size too large than "
+                         f"max ({len(out)} vs {limit})")
+    return out
+
+
+def _bounded_gunzip(body: bytes, limit: int) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    return d.decompress(body, limit + 1)
+
+
+def _json_error(exc: msgspec.DecodeError) -> str:
+    text = str(exc)
+    if "got `int`" in text or "got `float`" in text:
+        path = text.rsplit(" - at ", 1)[-1]
+        if _TS_PATH.search(path.rstrip("`")):
+            return (f"invalid timestamp at {path.strip('`')}: timestamps must be strings of "
+                    'Unix epoch nanoseconds, e.g. "1700000000000000000"')
+    return f"invalid push request: {text}"
+
+
+def decode_json(body: bytes) -> list[RawStream]:
+    if not body.strip():
+        raise _fail(400, "EOF")
+    try:
+        req = _json_push.decode(body)
+    except msgspec.DecodeError as exc:
+        raise _fail(400, _json_error(exc)) from None
+    out = []
+    for si, stream in enumerate(req.streams or ()):
+        entries = []
+        for ei, value in enumerate(stream.values or ()):
+            if value is None:
+                continue
+            if len(value) < 2:
+                raise _fail(400, f"invalid entry at $.streams[{si}].values[{ei}]: an entry is "
+                                 "[timestamp, line] or [timestamp, line, {metadata}]")
+            ts_text, line = value[0], value[1]
+            md = value[2] if len(value) > 2 else None
+            if type(ts_text) is not str:
+                raise _fail(400, f"invalid timestamp at $.streams[{si}].values[{ei}][0]: "
+                                 "timestamps must be strings of Unix epoch nanoseconds")
+            if type(line) is not str:
+                raise _fail(400, f"invalid line at $.streams[{si}].values[{ei}][1]: "
+                                 "the log line must be a string")
+            if md is not None and type(md) is not dict:
+                raise _fail(400, f"invalid structured metadata at $.streams[{si}].values[{ei}]"
+                                 "[2]: must be an object of string values")
+            try:
+                ts = int(ts_text)
+            except ValueError:
+                raise _fail(400, f'invalid timestamp "{ts_text}" at $.streams[{si}].values[{ei}]'
+                                 "[0]: timestamps must be strings of Unix epoch nanoseconds") \
+                    from None
+            entries.append((ts, line, md))
+        out.append(RawStream(list((stream.stream or {}).items()), entries))
+    return out
+
+
+def decode_protobuf(body: bytes) -> list[RawStream]:
+    try:
+        raw = snappy.uncompress(body)
+    except Exception:  # noqa: BLE001 - python-snappy raises several types for bad input
+        raise _fail(400, "snappy: corrupt input") from None
+    try:
+        req = push_pb2.PushRequest.FromString(raw)
+    except DecodeError as exc:
+        raise _fail(400, f"proto: cannot parse invalid wire-format data: {exc}") from None
+    out = []
+    for stream in req.streams:
+        if len(stream.labels) > 16 << 20:
+            raise _fail(413, "labels too large")
+        try:
+            pairs = parse_label_set(stream.labels)
+        except LabelSetError as exc:
+            raise _fail(400, f"couldn't parse labels: {exc}") from None
+        entries = []
+        for e in stream.entries:
+            ts = e.timestamp.seconds * 10**9 + e.timestamp.nanos
+            md = {p.name: p.value for p in e.structuredMetadata} or None
+            entries.append((ts, e.line, md))
+        out.append(RawStream(pairs, entries))
+    return out
+
+
+def decode_legacy_json(body: bytes) -> list[RawStream]:
+    if not body.strip():
+        raise _fail(400, "EOF")
+    try:
+        req = _legacy_push.decode(body)
+    except msgspec.DecodeError as exc:
+        raise _fail(400, f"invalid push request: {exc}") from None
+    out = []
+    for stream in req.streams or ():
+        if not stream.entries:
+            continue  # a v1-shaped body lands here: Loki answers 204 and stores nothing
+        try:
+            pairs = parse_label_set(stream.labels)
+        except LabelSetError as exc:
+            raise _fail(400, f"couldn't parse labels: {exc}") from None
+        entries = []
+        for e in stream.entries:
+            try:
+                ts = parse_timestamp(e.ts)
+            except ValueError as exc:
+                raise _fail(400, str(exc)) from None
+            entries.append((ts, e.line, None))
+        out.append(RawStream(pairs, entries))
+    return out
+
+
+async def _push(request: Request, ctx: AppContext, legacy: bool) -> Response:
+    started = time.perf_counter()
+    tenant = ctx.tenant(request, newline=True)
+    limits = ctx.config.distributor
+    ctype_header = request.headers.get("content-type")
+    media = (ctype_header or "").split(";")[0].strip().lower()
+    if not media or "/" not in media:
+        raise _fail(400, "mime: no media type")
+    body = await read_body(request, limits.max_recv_msg_size)
+    body = decode_content_encoding(body, request.headers.get("content-encoding", ""),
+                                   limits.max_decompressed_size)
+    if media == "application/json":
+        streams = decode_legacy_json(body) if legacy else decode_json(body)
+    else:
+        streams = decode_protobuf(body)
+    try:
+        outcome = await ctx.ingester.push(tenant, streams)
+    except PushError as exc:
+        raise _fail(exc.status, exc.message) from None
+    ctx.metrics.observe_push(tenant, outcome.accepted_lines, outcome.accepted_bytes,
+                             time.perf_counter() - started)
+    message = outcome.error_body()
+    if message:
+        raise _fail(400, message)
+    return Response(content=b"", status_code=204)
+
+
+@post("/logstore/api/v1/push")
+async def push(request: Request, ctx: AppContext) -> Response:
+    return await _push(request, ctx, legacy=False)
+
+
+@post("/api/compat/push")
+async def legacy_push(request: Request, ctx: AppContext) -> Response:
+    return await _push(request, ctx, legacy=True)
+
+
+handlers: list[Any] = [push, legacy_push]

@@ -1,0 +1,62 @@
+"""Everything a request handler needs, built once per app and injected into handlers."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from litestar import Request
+
+from config import Config
+from services.errors import PlainError
+from services.base import ServiceRegistry
+from services.ingester import Ingester
+from services.metrics import Metrics
+from storage.db import Database
+
+_TENANT_OK = re.compile(r"^[a-zA-Z0-9!\-_.*'()]+$")
+NO_AUTH_TENANT = "fake"
+
+
+@dataclass
+class AppContext:
+    config: Config
+    db: Database
+    ingester: Ingester
+    metrics: Metrics
+    services: ServiceRegistry
+    # other subsystems (tail hub, grafana store, ...) register themselves here by name
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def tenant(self, request: Request, *, newline: bool = False,
+               multi: bool = False) -> str:
+        """The request's tenant, or a 401/400 as Loki answers."""
+        if not self.config.auth_enabled:
+            return NO_AUTH_TENANT
+        org = request.headers.get("x-scope-orgid", "").strip()
+        if not org:
+            raise PlainError(401, "no org id", newline=newline)
+        if "|" in org and not multi:
+            raise PlainError(400, "multiple org IDs present", newline=newline)
+        for tenant in org.split("|"):
+            check_tenant_id(tenant, newline)
+        return org
+
+    def set_log_level(self, level: str) -> None:
+        self.config.server.log_level = level
+        logging.getLogger("logstore").setLevel(
+            {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+             "error": logging.ERROR}[level])
+
+
+def check_tenant_id(tenant: str, newline: bool = False) -> None:
+    if tenant in (".", ".."):
+        raise PlainError(400, "tenant ID is '.' or '..'", newline=newline)
+    if len(tenant) > 150:
+        raise PlainError(400, "tenant ID is too long: max 150 characters", newline=newline)
+    if not _TENANT_OK.match(tenant):
+        bad = next(c for c in tenant if not _TENANT_OK.match(c))
+        raise PlainError(400, f"tenant ID '{tenant}' contains unsupported character '{bad}'",
+                         newline=newline)

@@ -1,0 +1,11 @@
+"""The error type every layer raises for a request that cannot be served."""
+
+
+class PlainError(Exception):
+    """Answered as `text/plain` with `status`; `newline` mimics Go's http.Error (push path)."""
+
+    def __init__(self, status: int, message: str, *, newline: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.newline = newline

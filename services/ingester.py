@@ -1,0 +1,271 @@
+"""Push processing: validation with Loki's messages, write-time transformations, group commit.
+
+A request is checked stream by stream and entry by entry; what is valid is written even when
+other parts are refused (as Loki does), and the caller learns every refusal.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import msgspec
+
+from config import LimitsConfig
+from services.labelset import LabelSetError, is_valid_label_name, parse_label_set
+from services.levels import LevelDetector, normalise_level
+from storage.db import Database
+from storage.entries import MINUTE_NS, AppendResult, PreparedStream, append
+from storage.streams import canonical_labels, escape_value
+
+EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
+_SM_RUNS = re.compile(r"[^A-Za-z0-9]+")
+_json_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class RawStream:
+    """One decoded stream of a push body, before validation.
+
+    `labels` is a list of pairs in the order sent (duplicates possible: they are an error);
+    `label_error` is set when the labels could not be read at all.
+    """
+    labels: list[tuple[str, str]]
+    entries: list[tuple[int, str, dict[str, str] | None]]
+    label_text: str | None = None
+
+
+@dataclass
+class PushOutcome:
+    errors: list[str] = field(default_factory=list)
+    accepted_lines: int = 0
+    accepted_bytes: int = 0
+    result: AppendResult | None = None
+
+    def error_body(self) -> str | None:
+        """Loki's summary: one message alone, else `<n> errors like: <msg>` joined by `; `."""
+        if not self.errors:
+            return None
+        counts = Counter(self.errors)
+        if len(counts) == 1 and len(self.errors) == 1:
+            return self.errors[0]
+        return "; ".join(f"{n} errors like: {msg}" for msg, n in counts.items())
+
+
+class PushError(Exception):
+    """The whole request is refused (nothing stored)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def normalise_metadata_name(name: str) -> str:
+    if len(name) > 4 and name.startswith("__") and name.endswith("__"):
+        return "__" + normalise_metadata_name(name[2:-2]) + "__"
+    out = _SM_RUNS.sub("_", name)
+    if out and out[0].isdigit():
+        out = "key_" + out
+    return out
+
+
+def rfc3339(ns: int) -> str:
+    secs, frac = divmod(ns, 10**9)
+    text = datetime.fromtimestamp(secs, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        text += "." + f"{frac:09d}".rstrip("0")
+    return text + "Z"
+
+
+def entry_hash(line_bytes: bytes, metadata: str | None) -> int:
+    """64-bit content hash (two independent checksums) used to drop exact duplicates."""
+    crc = zlib.crc32(line_bytes)
+    adler = zlib.adler32(line_bytes)
+    if metadata:
+        md = metadata.encode()
+        crc = zlib.crc32(md, crc)
+        adler = zlib.adler32(md, adler)
+    return ((adler & 0x7FFFFFFF) << 32) | crc
+
+
+class Ingester:
+    def __init__(self, db: Database, limits: LimitsConfig,
+                 on_written: Callable[[str, AppendResult], None] | None = None):
+        self.db = db
+        self.limits = limits
+        self.levels = LevelDetector(limits.log_level_fields)
+        self.on_written = on_written
+        self._level_md = {}  # detected_level value -> its metadata JSON text
+
+    # -- validation --------------------------------------------------------------------------
+    def _stream_labels(self, raw: RawStream, errors: list[str]) -> tuple[dict, str] | None:
+        lim = self.limits
+        labels: dict[str, str] = {}
+        for name, value in raw.labels:
+            if not is_valid_label_name(name):
+                text = "{" + ", ".join(f'{n}="{escape_value(v)}"' for n, v in raw.labels) + "}"
+                try:
+                    parse_label_set(text)
+                    problem = f"invalid label name {name!r}"
+                except LabelSetError as exc:
+                    problem = str(exc)
+                errors.append(f"couldn't parse labels: {problem}")
+                return None
+            if name in labels:
+                errors.append(f"stream '{canonical_labels(dict(raw.labels))}' has duplicate "
+                              f"label name: '{name}'")
+                return None
+            if value != "":
+                labels[name] = value
+        if lim.discover_service_name and "service_name" not in labels and \
+                not any(x in labels for x in EXEMPT_FROM_DISCOVERY):
+            for candidate in lim.discover_service_name:
+                if labels.get(candidate):
+                    labels["service_name"] = labels[candidate]
+                    break
+            else:
+                labels["service_name"] = "unknown_service"
+        canonical = canonical_labels(labels)
+        if not labels:
+            errors.append("error at least one label pair is required per stream")
+            return None
+        counted = len(labels) - (1 if "service_name" in labels else 0)
+        if counted > lim.max_label_names_per_series:
+            errors.append(f"entry for stream '{canonical}' has {counted} label names; "
+                          f"limit {lim.max_label_names_per_series}")
+            return None
+        for name, value in labels.items():
+            if len(name) > lim.max_label_name_length:
+                errors.append(f"stream '{canonical}' has label name too long: '{name}'")
+                return None
+            if len(value) > lim.max_label_value_length:
+                errors.append(f"stream '{canonical}' has label value too long: '{value}'")
+                return None
+        return labels, canonical
+
+    def prepare(self, raw_streams: list[RawStream], now_ns: int) -> tuple[list[PreparedStream],
+                                                                             PushOutcome]:
+        lim = self.limits
+        outcome = PushOutcome()
+        errors = outcome.errors
+        newest_ok = now_ns + lim.creation_grace_period
+        oldest_ok = now_ns - lim.reject_old_samples_max_age if lim.reject_old_samples else None
+        max_line = lim.max_line_size
+        allow_sm = lim.allow_structured_metadata
+        detect = lim.discover_log_levels and allow_sm
+        level_md = self._level_md
+        levels = self.levels
+        by_stream: dict[str, PreparedStream] = {}
+        for raw in raw_streams:
+            if not raw.entries:
+                continue
+            checked = self._stream_labels(raw, errors)
+            if checked is None:
+                continue
+            labels, canonical = checked
+            ps = by_stream.get(canonical)
+            if ps is None:
+                ps = by_stream[canonical] = PreparedStream(labels, canonical)
+            stream_level = levels.from_labels(labels) if detect else None
+            rows, rollup = ps.rows, ps.rollup
+            first, last = ps.first_ts or None, ps.last_ts or None
+            for ts, line, md in raw.entries:
+                if ts > newest_ok:
+                    errors.append(f"entry for stream '{canonical}' has timestamp too new: "
+                                  f"{rfc3339(ts)}")
+                    continue
+                if oldest_ok is not None and ts < oldest_ok:
+                    errors.append(f"entry for stream '{canonical}' has timestamp too old: "
+                                  f"{rfc3339(ts)}, oldest acceptable timestamp is: "
+                                  f"{rfc3339(oldest_ok)}")
+                    continue
+                data = line.encode("utf-8", "surrogatepass")
+                size = len(data)
+                if size > max_line:
+                    errors.append(f"max entry size '{max_line}' bytes exceeded for stream "
+                                  f"'{canonical}' while adding an entry with length '{size}' bytes")
+                    continue
+                if md:
+                    md = self._check_metadata(md, canonical, errors)
+                    if md is None:
+                        continue
+                if detect:
+                    if md:
+                        level = md.get("detected_level")
+                        if level is not None:
+                            md["detected_level"] = normalise_level(level)
+                        else:
+                            md["detected_level"] = stream_level or levels.from_metadata(md) \
+                                or levels.from_line(line)
+                        md_text = _json_encode(md).decode()
+                    else:
+                        level = stream_level or levels.from_line(line)
+                        md_text = level_md.get(level)
+                        if md_text is None:
+                            md_text = level_md[level] = _json_encode(
+                                {"detected_level": level}).decode()
+                else:
+                    md_text = _json_encode(md).decode() if md else None
+                rows.append((ts, entry_hash(data, md_text), line, md_text))
+                key = (ts - ts % MINUTE_NS, md_text or "")
+                tally = rollup.get(key)
+                if tally is None:
+                    rollup[key] = [1, size]
+                else:
+                    tally[0] += 1
+                    tally[1] += size
+                if first is None or ts < first:
+                    first = ts
+                if last is None or ts > last:
+                    last = ts
+                outcome.accepted_lines += 1
+                outcome.accepted_bytes += size
+            if first is not None:
+                ps.first_ts, ps.last_ts = first, last
+        return [ps for ps in by_stream.values() if ps.rows], outcome
+
+    def _check_metadata(self, md: dict[str, str], canonical: str,
+                        errors: list[str]) -> dict[str, str] | None:
+        lim = self.limits
+        if not lim.allow_structured_metadata:
+            errors.append(f"stream '{canonical}' includes structured metadata, but this feature "
+                          "is disallowed. Please see `limits_config.allow_structured_metadata` "
+                          "or contact your Loki administrator to enable it")
+            return None
+        clean: dict[str, str] = {}
+        size = 0
+        for name, value in md.items():
+            size += len(name) + len(value)
+            clean[normalise_metadata_name(name)] = value
+        if size > lim.max_structured_metadata_size:
+            errors.append(f"stream '{canonical}' has structured metadata too large: '{size}' "
+                          f"bytes, limit: '{lim.max_structured_metadata_size}' bytes. Please see "
+                          "`limits_config.max_structured_metadata_size` or contact your Loki "
+                          "administrator to increase it")
+            return None
+        if len(md) > lim.max_structured_metadata_entries_count:
+            errors.append(f"stream '{canonical}' has too many structured metadata labels: "
+                          f"'{len(md)}', limit: '{lim.max_structured_metadata_entries_count}'. "
+                          "Please see `limits_config.max_structured_metadata_entries_count` or "
+                          "contact your Loki administrator to increase it")
+            return None
+        return clean
+
+    # -- the whole push ------------------------------------------------------------------------
+    async def push(self, tenant: str, raw_streams: list[RawStream]) -> PushOutcome:
+        if not raw_streams:
+            raise PushError(422, "error at least one valid stream is required for ingestion")
+        prepared, outcome = self.prepare(raw_streams, time.time_ns())
+        if prepared:
+            cache = self.db.writer_cache.setdefault("streams", {})
+            outcome.result = await self.db.write(lambda conn: append(conn, cache, tenant,
+                                                                     prepared))
+            if self.on_written is not None:
+                self.on_written(tenant, outcome.result)
+        return outcome

@@ -1,0 +1,109 @@
+"""Log level detection at ingest (`detected_level`), as Loki 3 does by default.
+
+Runs once per pushed line, so the common paths (a level label on the stream, a line with no
+`=` and no `{`) cost one or two C-level string searches.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+_NORMALISED = {
+    "trace": "trace", "trc": "trace",
+    "debug": "debug", "dbg": "debug",
+    "info": "info", "inf": "info", "information": "info",
+    "warn": "warn", "wrn": "warn", "warning": "warn",
+    "error": "error", "err": "error",
+    "critical": "critical",
+    "fatal": "fatal",
+}
+
+# keyword scan: a whole word, left boundary start or one of ` \t\n[({"'=|`,
+# right boundary end or one of ` \t\n[](){}:,!"'=|`
+_WORD = re.compile(
+    r"(?:^|(?<=[ \t\n\[({\"'=|]))"
+    r"(trace|debug|fatal|critical|error|err|warning|warn|info)"
+    r"(?=$|[ \t\n\[\](){}:,!\"'=|])")
+_KEYWORD_LEVEL = {"trace": "trace", "debug": "debug", "fatal": "fatal", "critical": "critical",
+                  "error": "error", "err": "error", "warning": "warn", "warn": "warn",
+                  "info": "info"}
+_SEVERITY_NUMBER = [(1, 4, "trace"), (5, 8, "debug"), (9, 12, "info"), (13, 16, "warn"),
+                    (17, 20, "error"), (21, 24, "fatal")]
+_json_decoder = msgspec.json.Decoder()
+
+
+def normalise_level(value: str) -> str:
+    return _NORMALISED.get(value.lower(), value)
+
+
+class LevelDetector:
+    def __init__(self, fields: list[str]):
+        self.fields = list(fields)
+        self._lower_fields = {f.lower() for f in fields}
+        # logfmt: key=value or key="value", key matched case-insensitively
+        names = "|".join(sorted((re.escape(f) for f in fields), key=len, reverse=True))
+        self._logfmt = re.compile(
+            rf'(?:^|[\s,;])({names})=(?:"([^"]*)"|([^\s"]*))', re.IGNORECASE)
+
+    def from_labels(self, labels: dict[str, str]) -> str | None:
+        for name in self.fields:
+            value = labels.get(name)
+            if value:
+                return normalise_level(value)
+        return None
+
+    def from_metadata(self, metadata: dict[str, str]) -> str | None:
+        level = self.from_labels(metadata)
+        if level is not None:
+            return level
+        number = metadata.get("severity_number")
+        if number is not None:
+            try:
+                n = int(number)
+            except ValueError:
+                return "info"
+            for low, high, name in _SEVERITY_NUMBER:
+                if low <= n <= high:
+                    return name
+            return "unknown"
+        return None
+
+    def from_line(self, line: str) -> str:
+        stripped = line.strip()
+        if stripped.startswith("{") and stripped.endswith("}"):
+            level = self._from_json(stripped)
+            if level:
+                return normalise_level(level)
+        elif "=" in line:
+            m = self._logfmt.search(line)
+            if m:
+                value = m.group(2) if m.group(2) is not None else m.group(3)
+                if value:
+                    return normalise_level(value)
+        m = _WORD.search(line.lower())
+        return _KEYWORD_LEVEL[m.group(1)] if m else "unknown"
+
+    def _from_json(self, text: str) -> str | None:
+        try:
+            doc = _json_decoder.decode(text)
+        except msgspec.DecodeError:
+            return None
+        if not isinstance(doc, dict):
+            return None
+        found = self._search(doc, 1)
+        return found
+
+    def _search(self, doc: dict, depth: int) -> str | None:
+        for name in self.fields:
+            value = doc.get(name)
+            if isinstance(value, str) and value:
+                return value
+        if depth < 2:
+            for value in doc.values():
+                if isinstance(value, dict):
+                    found = self._search(value, depth + 1)
+                    if found:
+                        return found
+        return None

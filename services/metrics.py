@@ -1,0 +1,45 @@
+"""Prometheus metrics of one logstore instance (its own registry: tests run many apps)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from prometheus_client import (CollectorRegistry, Counter, GCCollector, Histogram,
+                               PlatformCollector, ProcessCollector)
+from prometheus_client.core import GaugeMetricFamily
+
+
+class _SQLiteSize:
+    def __init__(self, size: Callable[[], int]):
+        self._size = size
+
+    def collect(self):
+        yield GaugeMetricFamily("logstore_sqlite_size_bytes",
+                                "Bytes on disk of the SQLite database, WAL included.",
+                                value=self._size())
+
+
+class Metrics:
+    def __init__(self, db_size: Callable[[], int]):
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self.registry.register(_SQLiteSize(db_size))
+        self.lines = Counter("logstore_distributor_lines_received",
+                             "Log lines accepted by push, per tenant.", ["tenant"],
+                             registry=self.registry)
+        self.bytes = Counter("logstore_distributor_bytes_received",
+                             "Bytes of log lines accepted by push, per tenant.", ["tenant"],
+                             registry=self.registry)
+        self.requests = Histogram("logstore_request_duration_seconds",
+                                  "Time spent serving HTTP requests.",
+                                  ["route", "method", "status_code"], registry=self.registry)
+
+    def observe_push(self, tenant: str, lines: int, size: int, seconds: float) -> None:
+        if lines:
+            self.lines.labels(tenant).inc(lines)
+            self.bytes.labels(tenant).inc(size)
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.requests.labels(route, method, str(status)).observe(seconds)

@@ -1,0 +1,282 @@
+"""SQLite connections: one writer thread doing group commit, a pool of reader threads.
+
+Every write goes through `Database.write(fn)`: the writer thread folds every piece of work
+that is waiting into one transaction and commits once, so a hundred concurrent pushes cost one
+fsync, and a caller's future resolves only after its work is durable. Reads run on a small
+pool of threads, each with its own read-only connection (WAL lets them run beside the writer).
+
+Plain sqlite3 in threads rather than aiosqlite: the query evaluator iterates cursors in
+tight loops inside one thread; aiosqlite would cost an event-loop round trip per fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.resources
+import logging
+import os
+import queue
+import sqlite3
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, TypeVar
+
+log = logging.getLogger("logstore.db")
+
+T = TypeVar("T")
+DB_FILENAME = "logstore.db"
+
+
+def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    if readonly:
+        conn.execute("PRAGMA query_only = ON")
+    else:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
+    conn.execute("PRAGMA mmap_size = 1073741824")
+    return conn
+
+
+def migration_files() -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every file in migrations/, in order."""
+    found = []
+    for res in importlib.resources.files("migrations").iterdir():
+        name = res.name
+        if name.endswith(".sql") and name[:4].isdigit():
+            found.append((int(name[:4]), name, res.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [v for v, _, _ in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"two migrations share a number: {[n for _, n, _ in found]}")
+    return found
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded in schema_version; return the names applied."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
+                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+    done = {row[0] for row in conn.execute("SELECT version FROM schema_version")}
+    applied = []
+    for version, name, sql in migration_files():
+        if version in done:
+            continue
+        # executescript commits implicitly; wrap so a failing file leaves nothing behind
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _split_sql(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
+                         (version, name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+def _split_sql(script: str) -> list[str]:
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            if current.strip():
+                statements.append(current)
+            current = ""
+    if current.strip() and not all(l.strip().startswith("--") or not l.strip()
+                                   for l in current.splitlines()):
+        raise RuntimeError(f"incomplete SQL statement in migration: {current[:80]!r}")
+    return statements
+
+
+class _Work:
+    __slots__ = ("fn", "future", "loop")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any], future: Any, loop: Any):
+        self.fn = fn
+        self.future = future
+        self.loop = loop
+
+
+_STOP = object()
+
+
+class Database:
+    """The one SQLite file: a group-commit writer thread and a reader pool."""
+
+    def __init__(self, data_dir: str, *, synchronous: str = "full", read_connections: int = 4):
+        os.makedirs(data_dir, exist_ok=True)
+        self.path = os.path.join(data_dir, DB_FILENAME)
+        self.synchronous = synchronous
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._writer_conn: sqlite3.Connection | None = None
+        self._readers = ThreadPoolExecutor(max_workers=read_connections,
+                                           thread_name_prefix="logstore-read")
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._reader_lock = threading.Lock()
+        self.writer_alive = False
+        self.commits = 0
+        # caches owned by the writer thread (stream ids...): name -> dict, emptied when a
+        # transaction rolls back because they may describe rows that no longer exist
+        self.writer_cache: dict[str, dict] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def open(self) -> list[str]:
+        conn = connect(self.path, synchronous=self.synchronous)
+        applied = migrate(conn)
+        self._writer_conn = conn
+        self._writer = threading.Thread(target=self._write_loop, name="logstore-writer",
+                                        daemon=True)
+        self.writer_alive = True
+        self._writer.start()
+        return applied
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._queue.put(_STOP)
+            self._writer.join()
+            self._writer = None
+        self._readers.shutdown(wait=True)
+        with self._reader_lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+        if self._writer_conn is not None:
+            try:
+                self._writer_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            self._writer_conn.close()
+            self._writer_conn = None
+
+    # -- writes ----------------------------------------------------------------------------
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run fn(conn) inside the next group-commit transaction; return after COMMIT."""
+        if not self.writer_alive:
+            raise RuntimeError("the writer is not running")
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put(_Work(fn, future, loop))
+        return await future
+
+    def write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Blocking variant for threads and start-up code."""
+        future: Future = Future()
+        self._queue.put(_Work(fn, future, None))
+        return future.result()
+
+    def _write_loop(self) -> None:
+        conn = self._writer_conn
+        assert conn is not None
+        try:
+            while True:
+                first = self._queue.get()
+                if first is _STOP:
+                    return
+                batch = [first]
+                stop = False
+                while True:  # fold in everything that is already waiting
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is _STOP:
+                        stop = True
+                        break
+                    batch.append(item)
+                self._run_batch(conn, batch)
+                if stop:
+                    return
+        finally:
+            self.writer_alive = False
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Work]) -> None:
+        results: list[tuple[_Work, bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for work in batch:
+                # a savepoint per caller: one failing request does not fail its neighbours
+                conn.execute("SAVEPOINT work")
+                try:
+                    value = work.fn(conn)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    conn.execute("ROLLBACK TO work")
+                    conn.execute("RELEASE work")
+                    results.append((work, False, exc))
+                else:
+                    conn.execute("RELEASE work")
+                    results.append((work, True, value))
+            conn.execute("COMMIT")
+            self.commits += 1
+        except BaseException as exc:  # noqa: BLE001
+            log.exception("group commit failed")
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            # the writer's caches may describe rows that were rolled back
+            for cache in self.writer_cache.values():
+                cache.clear()
+            results = [(w, False, exc) for w in batch]
+        for work, ok, value in results:
+            _resolve(work, ok, value)
+
+    # -- reads -----------------------------------------------------------------------------
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, readonly=True)
+            self._local.conn = conn
+            with self._reader_lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run fn(conn, *args) on a reader thread with its own connection."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._read_call, fn, args)
+
+    def _read_call(self, fn: Callable[..., T], args: tuple) -> T:
+        conn = self._reader()
+        return fn(conn, *args)
+
+    def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        return self._readers.submit(self._read_call, fn, args).result()
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                total += os.path.getsize(self.path + suffix)
+            except OSError:
+                pass
+        return total
+
+
+def _resolve(work: _Work, ok: bool, value: Any) -> None:
+    if work.loop is None:
+        if ok:
+            work.future.set_result(value)
+        else:
+            work.future.set_exception(value)
+        return
+
+    def settle() -> None:
+        if work.future.done():  # the caller went away (cancelled); the data is committed anyway
+            return
+        if ok:
+            work.future.set_result(value)
+        else:
+            work.future.set_exception(value)
+
+    try:
+        work.loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # loop closed
+        pass

@@ -1,0 +1,219 @@
+"""Stream identity, label postings, and the series/labels/values lookups.
+
+A stream is a tenant plus a sorted label set. Matchers turn into stream ids through the
+postings table: equality is an index probe; a regex is tested once per distinct value of its
+label, never per stream or per line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from typing import Iterable, Protocol, Sequence
+
+
+class Matcher(Protocol):
+    name: str
+    op: str
+    value: str
+
+    def matches(self, value: str) -> bool: ...
+
+
+def escape_value(value: str) -> str:
+    """Go strconv.Quote-compatible enough for label values: \\ " and control characters."""
+    out = []
+    for ch in value:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def canonical_labels(labels: dict[str, str]) -> str:
+    """`{a="1", b="2"}`: sorted by name; the identity of a stream."""
+    return "{" + ", ".join(f'{k}="{escape_value(labels[k])}"' for k in sorted(labels)) + "}"
+
+
+def fingerprint(canonical: str) -> int:
+    return int.from_bytes(hashlib.blake2b(canonical.encode(), digest_size=8).digest(),
+                          "big", signed=True)
+
+
+# -- writer side ---------------------------------------------------------------------------
+
+def get_or_create_stream(conn: sqlite3.Connection, cache: dict, tenant: str,
+                         labels: dict[str, str], canonical: str, ts: int) -> int:
+    """Stream id for (tenant, labels); creates the stream and its postings on first sight.
+
+    `cache` belongs to the writer thread (the only creator of streams), so a hit needs no SQL.
+    """
+    key = (tenant, canonical)
+    sid = cache.get(key)
+    if sid is not None:
+        return sid
+    row = conn.execute("SELECT id FROM streams WHERE tenant = ? AND labels = ?",
+                       (tenant, canonical)).fetchone()
+    if row is not None:
+        sid = row[0]
+    else:
+        sid = conn.execute(
+            "INSERT INTO streams (tenant, labels, fingerprint, first_ts, last_ts) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (tenant, canonical, fingerprint(canonical), ts, ts)).lastrowid
+        conn.executemany(
+            "INSERT INTO stream_labels (tenant, name, value, stream_id) VALUES (?, ?, ?, ?)",
+            [(tenant, name, value, sid) for name, value in labels.items()])
+    cache[key] = sid
+    return sid
+
+
+def extend_stream_range(conn: sqlite3.Connection, sid: int, first: int, last: int) -> None:
+    conn.execute("UPDATE streams SET first_ts = min(first_ts, ?), last_ts = max(last_ts, ?) "
+                 "WHERE id = ?", (first, last, sid))
+
+
+# -- read side -----------------------------------------------------------------------------
+
+def _streams_with_label(conn: sqlite3.Connection, tenant: str, m: Matcher) -> set[int]:
+    """Ids of streams that carry label m.name with a value m accepts."""
+    if m.op == "=":
+        rows = conn.execute("SELECT stream_id FROM stream_labels "
+                            "WHERE tenant = ? AND name = ? AND value = ?",
+                            (tenant, m.name, m.value))
+        return {r[0] for r in rows}
+    values = [r[0] for r in conn.execute(
+        "SELECT DISTINCT value FROM stream_labels WHERE tenant = ? AND name = ?",
+        (tenant, m.name))]
+    accepted = [v for v in values if m.matches(v)]
+    if not accepted:
+        return set()
+    if len(accepted) == len(values):
+        return {r[0] for r in conn.execute(
+            "SELECT stream_id FROM stream_labels WHERE tenant = ? AND name = ?",
+            (tenant, m.name))}
+    ids: set[int] = set()
+    for chunk in _chunks(accepted, 500):
+        marks = ",".join("?" * len(chunk))
+        ids.update(r[0] for r in conn.execute(
+            f"SELECT stream_id FROM stream_labels WHERE tenant = ? AND name = ? "
+            f"AND value IN ({marks})", (tenant, m.name, *chunk)))
+    return ids
+
+
+def _all_stream_ids(conn: sqlite3.Connection, tenant: str) -> set[int]:
+    return {r[0] for r in conn.execute("SELECT id FROM streams WHERE tenant = ?", (tenant,))}
+
+
+def select_stream_ids(conn: sqlite3.Connection, tenant: str, matchers: Sequence[Matcher],
+                      start: int | None = None, end: int | None = None) -> list[int]:
+    """Stream ids matching every matcher (and with data overlapping [start, end] if given).
+
+    A matcher that accepts the empty string also accepts streams without the label, as in
+    Prometheus: `{x!="a"}` matches streams that have no x.
+    """
+    result: set[int] | None = None
+    # cheapest, most selective matchers first
+    ordered = sorted(matchers, key=lambda m: (m.matches(""), m.op != "="))
+    everything: set[int] | None = None
+    for m in ordered:
+        if m.matches(""):
+            if everything is None:
+                everything = _all_stream_ids(conn, tenant)
+            ids = everything - _streams_with_label(conn, tenant, _Negated(m))
+        else:
+            ids = _streams_with_label(conn, tenant, m)
+        result = ids if result is None else result & ids
+        if not result:
+            return []
+    if result is None:
+        result = _all_stream_ids(conn, tenant)
+    if start is not None and end is not None and result:
+        result = _in_range(conn, result, start, end)
+    return sorted(result)
+
+
+class _Negated:
+    """The complement of a matcher over present values: which values it rejects."""
+
+    def __init__(self, m: Matcher):
+        self.name, self.op, self.value, self._m = m.name, "!", m.value, m
+
+    def matches(self, value: str) -> bool:
+        return not self._m.matches(value)
+
+
+def _in_range(conn: sqlite3.Connection, ids: set[int], start: int, end: int) -> set[int]:
+    kept: set[int] = set()
+    for chunk in _chunks(sorted(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        kept.update(r[0] for r in conn.execute(
+            f"SELECT id FROM streams WHERE id IN ({marks}) AND first_ts <= ? AND last_ts >= ?",
+            (*chunk, end, start)))
+    return kept
+
+
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def stream_label_sets(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, dict[str, str]]:
+    out: dict[int, dict[str, str]] = {sid: {} for sid in ids}
+    for chunk in _chunks(list(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        for sid, name, value in conn.execute(
+                f"SELECT s.id, l.name, l.value FROM streams s JOIN stream_labels l "
+                f"ON l.tenant = s.tenant AND l.stream_id = s.id WHERE s.id IN ({marks})", chunk):
+            out[sid][name] = value
+    return out
+
+
+def label_names(conn: sqlite3.Connection, tenant: str, start: int, end: int,
+                matchers: Sequence[Matcher] | None = None) -> list[str]:
+    if matchers:
+        ids = select_stream_ids(conn, tenant, matchers, start, end)
+        names: set[str] = set()
+        for labels in stream_label_sets(conn, ids).values():
+            names.update(labels)
+        return sorted(names)
+    rows = conn.execute(
+        "SELECT DISTINCT l.name FROM stream_labels l JOIN streams s ON s.id = l.stream_id "
+        "WHERE l.tenant = ? AND s.first_ts <= ? AND s.last_ts >= ? ORDER BY l.name",
+        (tenant, end, start))
+    return [r[0] for r in rows]
+
+
+def label_values(conn: sqlite3.Connection, tenant: str, name: str, start: int, end: int,
+                 matchers: Sequence[Matcher] | None = None) -> list[str]:
+    if matchers:
+        ids = select_stream_ids(conn, tenant, matchers, start, end)
+        values = {labels[name] for labels in stream_label_sets(conn, ids).values()
+                  if name in labels}
+        return sorted(values)
+    rows = conn.execute(
+        "SELECT DISTINCT l.value FROM stream_labels l JOIN streams s ON s.id = l.stream_id "
+        "WHERE l.tenant = ? AND l.name = ? AND s.first_ts <= ? AND s.last_ts >= ? "
+        "ORDER BY l.value", (tenant, name, end, start))
+    return [r[0] for r in rows]
+
+
+def series(conn: sqlite3.Connection, tenant: str, groups: Sequence[Sequence[Matcher]],
+           start: int, end: int) -> list[dict[str, str]]:
+    """Label sets of streams matching any of the matcher groups (a union), sorted."""
+    ids: set[int] = set()
+    for group in groups:
+        ids.update(select_stream_ids(conn, tenant, group, start, end))
+    sets = stream_label_sets(conn, sorted(ids))
+    return sorted(sets.values(), key=canonical_labels)
