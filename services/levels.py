@@ -21,17 +21,40 @@ _NORMALISED = {
 }
 
 # keyword scan: a whole word, left boundary start or one of ` \t\n[({"'=|`,
-# right boundary end or one of ` \t\n[](){}:,!"'=|`
-_WORD = re.compile(
-    r"(?:^|(?<=[ \t\n\[({\"'=|]))"
-    r"(trace|debug|fatal|critical|error|err|warning|warn|info)"
-    r"(?=$|[ \t\n\[\](){}:,!\"'=|])")
+# right boundary end or one of ` \t\n[](){}:,!"'=|`. Done with str.find per keyword rather
+# than one regex: it runs on every pushed line and find is several times faster.
+_LEFT = set(" \t\n[({\"'=|")
+_RIGHT = set(" \t\n[](){}:,!\"'=|")
+# prefixes to look for, with the whole words that may start there (longest first)
+_KEYWORDS = [("trace", ("trace",)), ("debug", ("debug",)), ("fatal", ("fatal",)),
+             ("critical", ("critical",)), ("err", ("error", "err")),
+             ("warn", ("warning", "warn")), ("info", ("info",))]
 _KEYWORD_LEVEL = {"trace": "trace", "debug": "debug", "fatal": "fatal", "critical": "critical",
                   "error": "error", "err": "error", "warning": "warn", "warn": "warn",
                   "info": "info"}
 _SEVERITY_NUMBER = [(1, 4, "trace"), (5, 8, "debug"), (9, 12, "info"), (13, 16, "warn"),
                     (17, 20, "error"), (21, 24, "fatal")]
 _json_decoder = msgspec.json.Decoder()
+
+
+def _keyword_level(low: str) -> str:
+    best_pos, best = len(low) + 1, "unknown"
+    n = len(low)
+    for prefix, words in _KEYWORDS:
+        pos = low.find(prefix)
+        while 0 <= pos < best_pos:
+            if pos == 0 or low[pos - 1] in _LEFT:
+                for word in words:
+                    end = pos + len(word)
+                    if low.startswith(word, pos) and (end == n or low[end] in _RIGHT):
+                        best_pos, best = pos, _KEYWORD_LEVEL[word]
+                        break
+                else:
+                    pos = low.find(prefix, pos + 1)
+                    continue
+                break
+            pos = low.find(prefix, pos + 1)
+    return best
 
 
 def normalise_level(value: str) -> str:
@@ -41,7 +64,8 @@ def normalise_level(value: str) -> str:
 class LevelDetector:
     def __init__(self, fields: list[str]):
         self.fields = list(fields)
-        self._lower_fields = {f.lower() for f in fields}
+        # cheap precheck before the logfmt regex: some `<field>=` must occur at all
+        self._logfmt_keys = sorted({f.lower() + "=" for f in fields})
         # logfmt: key=value or key="value", key matched case-insensitively
         names = "|".join(sorted((re.escape(f) for f in fields), key=len, reverse=True))
         self._logfmt = re.compile(
@@ -71,19 +95,19 @@ class LevelDetector:
         return None
 
     def from_line(self, line: str) -> str:
+        low = line.lower()
         stripped = line.strip()
         if stripped.startswith("{") and stripped.endswith("}"):
             level = self._from_json(stripped)
             if level:
                 return normalise_level(level)
-        elif "=" in line:
+        elif "=" in line and any(key in low for key in self._logfmt_keys):
             m = self._logfmt.search(line)
             if m:
                 value = m.group(2) if m.group(2) is not None else m.group(3)
                 if value:
                     return normalise_level(value)
-        m = _WORD.search(line.lower())
-        return _KEYWORD_LEVEL[m.group(1)] if m else "unknown"
+        return _keyword_level(low)
 
     def _from_json(self, text: str) -> str | None:
         try:

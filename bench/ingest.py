@@ -1,0 +1,165 @@
+"""Ingest throughput over HTTP: the benchmark data set pushed to a real `logstore serve`.
+
+    .venv/bin/python bench/ingest.py [--lines 1000000] [--batch 1000] [--clients 4]
+                                     [--format json|protobuf] [--keep DIR]
+
+Bodies are encoded before the clock starts, so the figure is the server's. With --keep the
+data directory is left in place for the query benchmarks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import dataset  # noqa: E402
+from report import machine, table, update_section  # noqa: E402
+
+
+def start_server(data_dir: Path, port: int) -> subprocess.Popen:
+    cfg = data_dir.parent / "bench-config.yaml"
+    cfg.write_text(f"common:\n  path_prefix: {data_dir}\nserver:\n  log_level: warn\n")
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--config", str(cfg),
+                             "--port", str(port)], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            conn.request("GET", "/ready")
+            if conn.getresponse().status == 200:
+                return proc
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit("server did not become ready")
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def encode(bodies: list[dict], fmt: str) -> tuple[list[bytes], str]:
+    if fmt == "json":
+        return [json.dumps(b).encode() for b in bodies], "application/json"
+    import snappy
+    from proto import push_pb2
+    out = []
+    for body in bodies:
+        req = push_pb2.PushRequest()
+        for s in body["streams"]:
+            ps = req.streams.add()
+            ps.labels = "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(s["stream"].items())) + "}"
+            for ts, line in s["values"]:
+                e = ps.entries.add()
+                e.timestamp.seconds, e.timestamp.nanos = divmod(int(ts), 10**9)
+                e.line = line
+        out.append(snappy.compress(req.SerializeToString()))
+    return out, "application/x-protobuf"
+
+
+def push_all(port: int, bodies: list[bytes], ctype: str, clients: int) -> float:
+    work: queue.SimpleQueue = queue.SimpleQueue()
+    for body in bodies:
+        work.put(body)
+    errors: list[str] = []
+
+    def worker() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        while True:
+            try:
+                body = work.get_nowait()
+            except queue.Empty:
+                return
+            conn.request("POST", "/logstore/api/v1/push", body=body,
+                         headers={"Content-Type": ctype})
+            resp = conn.getresponse()
+            text = resp.read()
+            if resp.status != 204:
+                errors.append(f"{resp.status} {text[:200]!r}")
+                return
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise SystemExit(f"push failed: {errors[0]}")
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--format", choices=["json", "protobuf"], default="json")
+    ap.add_argument("--keep", help="data directory to keep for the query benchmarks")
+    ap.add_argument("--no-report", action="store_true")
+    args = ap.parse_args()
+
+    end_ns = time.time_ns()
+    raw = list(dataset.batches(args.lines, args.batch, end_ns))
+    line_bytes = sum(len(v[1].encode()) for b in raw for s in b["streams"] for v in s["values"])
+    bodies, ctype = encode(raw, args.format)
+    body_bytes = sum(len(b) for b in bodies)
+    n_streams = len({json.dumps(s["stream"], sort_keys=True) for s in raw[0]["streams"]})
+    del raw
+
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="logstore-bench-"))
+    data_dir = work / "data"
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    data_dir.mkdir(parents=True)
+    port = free_port()
+    proc = start_server(data_dir, port)
+    try:
+        elapsed = push_all(port, bodies, ctype, args.clients)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    disk = sum(f.stat().st_size for f in data_dir.iterdir() if f.is_file())
+    rows = [
+        ["lines", f"{args.lines:,}"], ["streams", n_streams],
+        ["batch (lines/request)", args.batch], ["concurrent clients", args.clients],
+        ["format", args.format], ["wall time", f"{elapsed:.2f} s"],
+        ["lines/s", f"{args.lines / elapsed:,.0f}"],
+        ["MB/s (line bytes)", f"{line_bytes / elapsed / 1e6:.1f}"],
+        ["MB/s (request bodies)", f"{body_bytes / elapsed / 1e6:.1f}"],
+        ["bytes on disk / line byte", f"{disk / line_bytes:.2f}"],
+    ]
+    text = table(["measure", "value"], rows)
+    print(text)
+    if not args.no_report:
+        update_section(
+            f"Ingest, {args.format} (bench/ingest.py)",
+            f"Command: `.venv/bin/python bench/ingest.py --lines {args.lines} --batch "
+            f"{args.batch} --clients {args.clients} --format {args.format}`\n\n"
+            f"Machine: {machine()}; client and server share it.\n\n{text}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
