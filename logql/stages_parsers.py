@@ -435,6 +435,49 @@ class LogfmtParser:
 
 # --------------------------------------------------------------------------- regexp
 
+def _capture_names(pattern: str) -> list[tuple[int, str]]:
+    """(group number, name) of every named group of an RE2-valid pattern."""
+    out: list[tuple[int, str]] = []
+    group = 0
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if pattern.startswith("Q", i + 1):  # \Q...\E quotes everything
+                end = pattern.find("\\E", i + 2)
+                i = n if end < 0 else end + 2
+                continue
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            i += 1
+            if pattern.startswith("^", i):
+                i += 1
+            if pattern.startswith("]", i):  # a leading ] is literal
+                i += 1
+            continue
+        if c == "(":
+            if pattern.startswith("(?P<", i) or (pattern.startswith("(?<", i) and not pattern.startswith("(?<=", i)
+                                                 and not pattern.startswith("(?<!", i)):
+                start = pattern.index("<", i) + 1
+                end = pattern.index(">", start)
+                group += 1
+                out.append((group, pattern[start:end]))
+                i = end + 1
+                continue
+            if not pattern.startswith("(?", i):
+                group += 1
+        i += 1
+    return out
+
+
 class RegexpParser:
     """`| regexp "re"`: named groups of the leftmost match become labels."""
 
@@ -448,7 +491,8 @@ class RegexpParser:
             raise PipelineError(f"invalid regexp parser: {exc}") from None
         names: list[tuple[int, str]] = []
         seen: set[str] = set()
-        for group_name, index in sorted(self._regex.groupindex.items(), key=lambda kv: kv[1]):
+        # Go allows a group name twice (RE2's groupindex hides it); Loki rejects it
+        for index, group_name in _capture_names(pattern):
             name = sanitize_key(group_name)
             if name in seen:
                 raise PipelineError(f"invalid regexp parser: duplicate extracted label name '{name}'")

@@ -1,0 +1,6 @@
+"""Make `pipeline_helpers` importable under pytest's importlib import mode."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
