@@ -291,7 +291,7 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
             if target[1] == "auth_enabled":
                 value = value.lower() in ("1", "true", "yes", "on")
             layered[target] = value
-    layered.update(overrides or {})
+    layered.update({k: v for k, v in (overrides or {}).items() if v is not None})
     for (section, key), value in layered.items():
         if value is None:
             continue

@@ -12,14 +12,14 @@ import config as config_module
 from routes.errors import PLAIN
 from routes.params import read_params
 from routes.respond import json_response
-from services.context import AppContext
+from services.context import Ctx
 
 VERSION = "3.7.0"  # the Loki API level we answer for: Grafana enables features by it
 LOGSTORE_VERSION = "0.1.0"
 
 
 @get("/ready")
-async def ready(ctx: AppContext) -> Response:
+async def ready(ctx: Ctx) -> Response:
     if ctx.services.stopping:
         return Response("Application is stopping\n", status_code=503, media_type=PLAIN)
     waiting = ctx.services.not_running()
@@ -34,13 +34,13 @@ async def ready(ctx: AppContext) -> Response:
 
 
 @get("/metrics")
-async def metrics(ctx: AppContext) -> Response:
+async def metrics(ctx: Ctx) -> Response:
     body = prometheus_client.generate_latest(ctx.metrics.registry)
     return Response(body, status_code=200, media_type=prometheus_client.CONTENT_TYPE_LATEST)
 
 
 @route("/log_level", http_method=["GET", "POST"])
-async def log_level(request: Request, ctx: AppContext) -> Response:
+async def log_level(request: Request, ctx: Ctx) -> Response:
     if request.method == "GET":
         return json_response({"message": f"Current log level is {ctx.config.server.log_level}"})
     params = await read_params(request)
@@ -53,7 +53,7 @@ async def log_level(request: Request, ctx: AppContext) -> Response:
 
 
 @get("/services")
-async def services(ctx: AppContext) -> Response:
+async def services(ctx: Ctx) -> Response:
     body = "".join(f"{s.name} => {s.state.value}\n" for s in ctx.services.services.values())
     return Response(body, status_code=200, media_type=PLAIN)
 
@@ -68,7 +68,7 @@ async def buildinfo() -> Response:
 
 
 @get("/config")
-async def show_config(request: Request, ctx: AppContext) -> Response:
+async def show_config(request: Request, ctx: Ctx) -> Response:
     mode = request.query_params.get("mode", "")
     if mode in ("diff", "diffs"):
         data = config_module.diff_from_defaults(ctx.config)
@@ -80,14 +80,14 @@ async def show_config(request: Request, ctx: AppContext) -> Response:
 
 
 @route("/flush", http_method=["GET", "POST"])
-async def flush(ctx: AppContext) -> Response:
+async def flush(ctx: Ctx) -> Response:
     # every acknowledged push is already committed; a checkpoint folds the WAL into the file
     await ctx.db.write(lambda conn: None)
     return Response(b"", status_code=204)
 
 
 @route("/flush/tenant", http_method=["POST"])
-async def flush_tenant(request: Request, ctx: AppContext) -> Response:
+async def flush_tenant(request: Request, ctx: Ctx) -> Response:
     ctx.tenant(request)
     await ctx.db.write(lambda conn: None)
     return Response(b"", status_code=204)
@@ -98,7 +98,7 @@ RING_NAMES = ["/ring", "/distributor/ring", "/ruler/ring", "/compactor/ring",
 
 
 @route(RING_NAMES, http_method=["GET", "POST"])
-async def ring(request: Request, ctx: AppContext) -> Response:
+async def ring(request: Request, ctx: Ctx) -> Response:
     host = ctx.config.server.http_listen_address
     port = ctx.config.server.http_listen_port
     body = ("<!DOCTYPE html><html><head><title>Ring status</title></head><body>"

@@ -7,7 +7,7 @@ from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFou
 
 from services.errors import PlainError
 
-PLAIN = "text/plain; charset=utf-8"
+PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
 
 
 __all__ = ["PlainError", "EXCEPTION_HANDLERS", "plain_response", "PLAIN"]

@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, Response, route
+from litestar.params import FromPath
 
 from routes.errors import PlainError
 from routes.params import read_params, time_range
 from routes.respond import json_response
-from services.context import AppContext
+from services.context import Ctx
 from services.selectors import parse_matchers
 from storage import streams
 
 
-async def _labels(request: Request, ctx: AppContext, name: str | None) -> Response:
+async def _labels(request: Request, ctx: Ctx, name: str | None) -> Response:
     tenant = ctx.tenant(request)
     params = await read_params(request)
     start, end = time_range(params)
@@ -28,17 +29,17 @@ async def _labels(request: Request, ctx: AppContext, name: str | None) -> Respon
 
 
 @route(["/logstore/api/v1/labels", "/logstore/api/v1/label"], http_method=["GET", "POST"])
-async def labels(request: Request, ctx: AppContext) -> Response:
+async def labels(request: Request, ctx: Ctx) -> Response:
     return await _labels(request, ctx, None)
 
 
 @route("/logstore/api/v1/label/{name:str}/values", http_method=["GET", "POST"])
-async def label_values(request: Request, ctx: AppContext, name: str) -> Response:
+async def label_values(request: Request, ctx: Ctx, name: FromPath[str]) -> Response:
     return await _labels(request, ctx, name)
 
 
 @route("/logstore/api/v1/series", http_method=["GET", "POST"])
-async def series(request: Request, ctx: AppContext) -> Response:
+async def series(request: Request, ctx: Ctx) -> Response:
     tenant = ctx.tenant(request)
     params = await read_params(request)
     start, end = time_range(params)

@@ -16,7 +16,7 @@ from litestar import Request, Response, post
 from proto import push_pb2
 from routes.errors import PlainError
 from routes.params import parse_timestamp
-from services.context import AppContext
+from services.context import Ctx
 from services.ingester import PushError, RawStream
 from services.labelset import LabelSetError, parse_label_set
 
@@ -176,7 +176,9 @@ def decode_legacy_json(body: bytes) -> list[RawStream]:
     out = []
     for stream in req.streams or ():
         if not stream.entries:
-            continue  # a v1-shaped body lands here: Loki answers 204 and stores nothing
+            # a v1-shaped body lands here: a stream without entries, 204 and nothing stored
+            out.append(RawStream([], []))
+            continue
         try:
             pairs = parse_label_set(stream.labels)
         except LabelSetError as exc:
@@ -192,7 +194,7 @@ def decode_legacy_json(body: bytes) -> list[RawStream]:
     return out
 
 
-async def _push(request: Request, ctx: AppContext, legacy: bool) -> Response:
+async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
     started = time.perf_counter()
     tenant = ctx.tenant(request, newline=True)
     limits = ctx.config.distributor
@@ -220,12 +222,12 @@ async def _push(request: Request, ctx: AppContext, legacy: bool) -> Response:
 
 
 @post("/logstore/api/v1/push")
-async def push(request: Request, ctx: AppContext) -> Response:
+async def push(request: Request, ctx: Ctx) -> Response:
     return await _push(request, ctx, legacy=False)
 
 
 @post("/api/compat/push")
-async def legacy_push(request: Request, ctx: AppContext) -> Response:
+async def legacy_push(request: Request, ctx: Ctx) -> Response:
     return await _push(request, ctx, legacy=True)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litestar import Request
+from litestar.di import NamedDependency
 
 from config import Config
 from services.errors import PlainError
@@ -60,3 +61,7 @@ def check_tenant_id(tenant: str, newline: bool = False) -> None:
         bad = next(c for c in tenant if not _TENANT_OK.match(c))
         raise PlainError(400, f"tenant ID '{tenant}' contains unsupported character '{bad}'",
                          newline=newline)
+
+
+# handlers declare `ctx: Ctx`: resolved by name from the app's `ctx` dependency
+Ctx = NamedDependency[AppContext]
