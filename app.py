@@ -21,7 +21,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 import config as config_module
 from config import Config, ConfigError
-from routes import admin, meta, push
+from routes import admin, grafana, meta, push
 from routes.errors import EXCEPTION_HANDLERS
 from services.base import ServiceRegistry, State
 from services.context import AppContext
@@ -31,7 +31,7 @@ from storage.db import Database, migrate, connect, DB_FILENAME
 
 log = logging.getLogger("logstore")
 
-ROUTE_MODULES = [push, meta, admin]
+ROUTE_MODULES = [push, meta, admin, grafana]
 SERVICE_NAMES = ["server", "store", "ingester"]
 
 
@@ -40,8 +40,10 @@ def build_context(cfg: Config) -> AppContext:
                   read_connections=cfg.storage.read_connections)
     metrics = Metrics(db.size_bytes)
     ingester = Ingester(db, cfg.limits_config)
-    return AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
-                      services=ServiceRegistry(list(SERVICE_NAMES)))
+    ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
+                     services=ServiceRegistry(list(SERVICE_NAMES)))
+    grafana.register(ctx)
+    return ctx
 
 
 def _timing_middleware(ctx: AppContext):

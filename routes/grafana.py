@@ -1,0 +1,320 @@
+"""Grafana-compatible HTTP API under /api: search, dashboards, folders, stars, tags,
+permissions, health and frontend settings. Thin handlers: parse, call services inside one
+read or one group-commit write, encode. Errors are Grafana's JSON bodies, not Loki's text."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, TypeVar
+
+import msgspec
+from litestar import Request, Response, Router, delete, get, post, put
+from litestar.di import Provide
+
+from routes import grafana_identity
+from services import grafana_objects as objects
+from services import grafana_perms as perms
+from services import grafana_search as search_svc
+from services.grafana_auth import authenticate
+from services.grafana_common import (GRAFANA_VERSION, Caller, GrafanaError, bad_request,
+                                     parse_int)
+from services.context import AppContext
+from storage import grafana as store
+
+log = logging.getLogger("logstore.grafana")
+JSON = "application/json"
+T = TypeVar("T")
+_encode = msgspec.json.Encoder().encode
+
+
+def ok(data: Any, status: int = 200) -> Response:
+    return Response(content=_encode(data), status_code=status, media_type=JSON)
+
+
+def handle_grafana_error(_: Request, exc: GrafanaError) -> Response:
+    return ok(exc.body(), exc.status)
+
+
+def handle_unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("grafana API %s %s failed", request.method, request.url.path)
+    message = "Search failed" if request.url.path.rstrip("/") == "/api/search" else \
+        "Internal Server Error"
+    return ok({"message": message}, 500)
+
+
+async def body_of(request: Request, kind: type[T]) -> T:
+    raw = await request.body()
+    try:
+        return msgspec.json.decode(raw or b"null", type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise bad_request() from None
+
+
+async def provide_caller(request: Request, ctx: AppContext) -> Caller:
+    return await ctx.db.read(authenticate, request.headers.get("authorization"),
+                             request.headers.get("x-grafana-org-id"))
+
+
+def query_of(request: Request) -> search_svc.Query:
+    return search_svc.Query(request.scope.get("query_string", b""))
+
+
+async def write(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
+    return await ctx.db.write(lambda conn: fn(conn, *args))
+
+
+# -- probes ----------------------------------------------------------------------------------
+def _ping(conn: Any) -> None:
+    conn.execute("SELECT count(*) FROM gf_org").fetchone()
+
+
+@get(["/health", "/health/"])
+async def health(ctx: AppContext) -> Response:
+    try:
+        await ctx.db.read(_ping)
+    except Exception:  # noqa: BLE001 - any database failure means "failing"
+        return ok({"commit": "logstore", "database": "failing", "version": GRAFANA_VERSION}, 503)
+    return ok({"commit": "logstore", "database": "ok", "version": GRAFANA_VERSION})
+
+
+@get(["/frontend/settings", "/frontend/settings/"])
+async def frontend_settings() -> Response:
+    return ok({"appSubUrl": "", "authProxyEnabled": False, "buildInfo": {
+        "buildstamp": 0, "commit": "logstore", "edition": "Open Source", "env": "production",
+        "hasUpdate": False, "hideVersion": False, "latestVersion": "", "version": GRAFANA_VERSION,
+    }, "defaultDatasource": "", "featureToggles": {"nestedFolders": True}})
+
+
+# -- search, tags, stars ---------------------------------------------------------------------
+@get(["/search", "/search/"])
+async def search(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    params = search_svc.parse(query_of(request))
+    return ok(await ctx.db.read(search_svc.run, caller, params))
+
+
+@get(["/search/sorting", "/search/sorting/"])
+async def search_sorting(caller: Caller) -> Response:
+    return ok(search_svc.SORT_OPTIONS)
+
+
+@get(["/dashboards/tags", "/dashboards/tags/"])
+async def dashboard_tags(ctx: AppContext, caller: Caller) -> Response:
+    return ok(await ctx.db.read(store.tag_cloud, caller.org_id))
+
+
+def _star(conn: Any, caller: Caller, on: bool, uid: str | None, raw_id: str | None) -> None:
+    dash_id = objects.star_target(conn, caller, uid=uid, raw_id=raw_id)
+    (store.star if on else store.unstar)(conn, caller.user_id, dash_id)
+
+
+@post(["/user/stars/dashboard/uid/{uid:str}", "/user/stars/dashboard/uid/{uid:str}/"],
+      status_code=200)
+async def star_uid(ctx: AppContext, caller: Caller, uid: str) -> Response:
+    await write(ctx, _star, caller, True, uid, None)
+    return ok({"message": "Dashboard starred!"})
+
+
+@delete(["/user/stars/dashboard/uid/{uid:str}", "/user/stars/dashboard/uid/{uid:str}/"],
+        status_code=200)
+async def unstar_uid(ctx: AppContext, caller: Caller, uid: str) -> Response:
+    await write(ctx, _star, caller, False, uid, None)
+    return ok({"message": "Dashboard unstarred"})
+
+
+@post(["/user/stars/dashboard/{dash_id:str}", "/user/stars/dashboard/{dash_id:str}/"],
+      status_code=200)
+async def star_id(ctx: AppContext, caller: Caller, dash_id: str) -> Response:
+    await write(ctx, _star, caller, True, None, dash_id)
+    return ok({"message": "Dashboard starred!"})
+
+
+@delete(["/user/stars/dashboard/{dash_id:str}", "/user/stars/dashboard/{dash_id:str}/"],
+        status_code=200)
+async def unstar_id(ctx: AppContext, caller: Caller, dash_id: str) -> Response:
+    await write(ctx, _star, caller, False, None, dash_id)
+    return ok({"message": "Dashboard unstarred"})
+
+
+@get(["/user/stars", "/user/stars/"])
+async def user_stars(ctx: AppContext, caller: Caller) -> Response:
+    return ok(await ctx.db.read(store.starred_uids, caller.user_id))
+
+
+# -- dashboards ---------------------------------------------------------------------------
+@post(["/dashboards/db", "/dashboards/db/"], status_code=200)
+async def save_dashboard(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    body = await body_of(request, objects.SaveDashboard)
+    return ok(await write(ctx, objects.save_dashboard, caller, body))
+
+
+@get(["/dashboards/uid/{uid:str}", "/dashboards/uid/{uid:str}/"])
+async def get_dashboard(ctx: AppContext, caller: Caller, uid: str) -> Response:
+    return ok(await ctx.db.read(objects.get_dashboard, caller, uid))
+
+
+@delete(["/dashboards/uid/{uid:str}", "/dashboards/uid/{uid:str}/"], status_code=200)
+async def delete_dashboard(ctx: AppContext, caller: Caller, uid: str) -> Response:
+    return ok(await write(ctx, objects.delete_dashboard, caller, uid))
+
+
+def _dashboard_by_id(conn: Any, caller: Caller, raw_id: str) -> dict[str, Any]:
+    row = store.by_id(conn, caller.org_id, parse_int(raw_id))
+    if row is None or row["is_folder"]:
+        raise GrafanaError(404, "Dashboard not found")
+    return row
+
+
+def _dashboard_perms(conn: Any, caller: Caller, uid: str | None, raw_id: str | None) -> list:
+    row = (_dashboard_by_id(conn, caller, raw_id) if raw_id is not None
+           else store.by_uid(conn, caller.org_id, uid or ""))
+    if row is None or row["is_folder"]:
+        raise GrafanaError(404, "Dashboard not found")
+    return perms.list_entries(conn, caller, row)
+
+
+def _set_dashboard_perms(conn: Any, caller: Caller, uid: str | None, raw_id: str | None,
+                         items: list[perms.PermissionItem]) -> None:
+    row = (_dashboard_by_id(conn, caller, raw_id) if raw_id is not None
+           else store.by_uid(conn, caller.org_id, uid or ""))
+    if row is None or row["is_folder"]:
+        raise GrafanaError(404, "Dashboard not found")
+    perms.replace_entries(conn, caller, row, items)
+
+
+async def _items(request: Request) -> list[perms.PermissionItem]:
+    body = await body_of(request, perms.PermissionUpdate)
+    return body.items or []
+
+
+@get(["/dashboards/uid/{uid:str}/permissions", "/dashboards/uid/{uid:str}/permissions/"])
+async def get_dashboard_permissions(ctx: AppContext, caller: Caller, uid: str) -> Response:
+    return ok(await ctx.db.read(_dashboard_perms, caller, uid, None))
+
+
+@post(["/dashboards/uid/{uid:str}/permissions", "/dashboards/uid/{uid:str}/permissions/"],
+      status_code=200)
+async def set_dashboard_permissions(request: Request, ctx: AppContext, caller: Caller,
+                                    uid: str) -> Response:
+    items = await _items(request)
+    await write(ctx, _set_dashboard_perms, caller, uid, None, items)
+    return ok({"message": "Dashboard permissions updated"})
+
+
+@get(["/dashboards/id/{dash_id:str}/permissions", "/dashboards/id/{dash_id:str}/permissions/"])
+async def get_dashboard_permissions_by_id(ctx: AppContext, caller: Caller,
+                                          dash_id: str) -> Response:
+    return ok(await ctx.db.read(_dashboard_perms, caller, None, dash_id))
+
+
+@post(["/dashboards/id/{dash_id:str}/permissions", "/dashboards/id/{dash_id:str}/permissions/"],
+      status_code=200)
+async def set_dashboard_permissions_by_id(request: Request, ctx: AppContext, caller: Caller,
+                                          dash_id: str) -> Response:
+    items = await _items(request)
+    await write(ctx, _set_dashboard_perms, caller, None, dash_id, items)
+    return ok({"message": "Dashboard permissions updated"})
+
+
+# -- folders -------------------------------------------------------------------------------
+@get(["/folders", "/folders/"])
+async def list_folders(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    q = query_of(request)
+    limit = q.int("limit")
+    page = q.int("page")
+    return ok(await ctx.db.read(objects.list_folders, caller, q.first("parentUid"),
+                                limit if limit > 0 else 1000, page if page > 0 else 1))
+
+
+@post(["/folders", "/folders/"], status_code=200)
+async def create_folder(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    body = await body_of(request, objects.CreateFolder)
+    return ok(await write(ctx, objects.create_folder, caller, body))
+
+
+def _folder_dto(conn: Any, caller: Caller, uid: str) -> dict:
+    return objects.folder_dto(conn, caller, objects.folder_row(conn, caller, uid, 1))
+
+
+def _folder_dto_by_id(conn: Any, caller: Caller, raw_id: str) -> dict:
+    row = store.by_id(conn, caller.org_id, parse_int(raw_id))
+    if row is None or not row["is_folder"]:
+        raise GrafanaError(404, "folder not found", "not-found")
+    return _folder_dto(conn, caller, row["uid"])
+
+
+@get(["/folders/{uid:str}", "/folders/{uid:str}/"])
+async def get_folder(ctx: AppContext, caller: Caller, uid: str) -> Response:
+    return ok(await ctx.db.read(_folder_dto, caller, uid))
+
+
+@get(["/folders/id/{folder_id:str}", "/folders/id/{folder_id:str}/"])
+async def get_folder_by_id(ctx: AppContext, caller: Caller, folder_id: str) -> Response:
+    return ok(await ctx.db.read(_folder_dto_by_id, caller, folder_id))
+
+
+@put(["/folders/{uid:str}", "/folders/{uid:str}/"])
+async def update_folder(request: Request, ctx: AppContext, caller: Caller, uid: str) -> Response:
+    body = await body_of(request, objects.UpdateFolder)
+    return ok(await write(ctx, objects.update_folder, caller, uid, body))
+
+
+@delete(["/folders/{uid:str}", "/folders/{uid:str}/"], status_code=200)
+async def delete_folder(ctx: AppContext, caller: Caller, uid: str) -> Response:
+    return ok(await write(ctx, objects.delete_folder, caller, uid))
+
+
+@post(["/folders/{uid:str}/move", "/folders/{uid:str}/move/"], status_code=200)
+async def move_folder(request: Request, ctx: AppContext, caller: Caller, uid: str) -> Response:
+    body = await body_of(request, objects.MoveFolder)
+    return ok(await write(ctx, objects.move_folder, caller, uid, body))
+
+
+def _folder_perms(conn: Any, caller: Caller, uid: str) -> list:
+    row = store.by_uid(conn, caller.org_id, uid)
+    if row is None or not row["is_folder"]:
+        raise GrafanaError(404, "folder not found", "not-found")
+    return perms.list_entries(conn, caller, row)
+
+
+def _set_folder_perms(conn: Any, caller: Caller, uid: str,
+                      items: list[perms.PermissionItem]) -> None:
+    row = store.by_uid(conn, caller.org_id, uid)
+    if row is None or not row["is_folder"]:
+        raise GrafanaError(404, "folder not found", "not-found")
+    perms.replace_entries(conn, caller, row, items)
+
+
+@get(["/folders/{uid:str}/permissions", "/folders/{uid:str}/permissions/"])
+async def get_folder_permissions(ctx: AppContext, caller: Caller, uid: str) -> Response:
+    return ok(await ctx.db.read(_folder_perms, caller, uid))
+
+
+@post(["/folders/{uid:str}/permissions", "/folders/{uid:str}/permissions/"], status_code=200)
+async def set_folder_permissions(request: Request, ctx: AppContext, caller: Caller,
+                                 uid: str) -> Response:
+    items = await _items(request)
+    await write(ctx, _set_folder_perms, caller, uid, items)
+    return ok({"message": "Folder permissions updated"})
+
+
+router = Router(
+    path="/api",
+    route_handlers=[
+        health, frontend_settings, search, search_sorting, dashboard_tags, star_uid, unstar_uid,
+        star_id, unstar_id, user_stars, save_dashboard, get_dashboard, delete_dashboard,
+        get_dashboard_permissions, set_dashboard_permissions, get_dashboard_permissions_by_id,
+        set_dashboard_permissions_by_id, list_folders, create_folder, get_folder,
+        get_folder_by_id, update_folder, delete_folder, move_folder, get_folder_permissions,
+        set_folder_permissions, *grafana_identity.handlers,
+    ],
+    dependencies={"caller": Provide(provide_caller, use_cache=True)},
+    exception_handlers={GrafanaError: handle_grafana_error, Exception: handle_unexpected},
+)
+
+handlers: list[Any] = [router]
+
+
+def register(ctx: AppContext) -> None:
+    """Called once from app.build_context: the start-up hook creating the initial admin."""
+    from services.grafana_auth import register as register_auth
+    register_auth(ctx)

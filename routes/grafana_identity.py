@@ -1,0 +1,173 @@
+"""Grafana-compatible identity endpoints: current user, admin users, org users, teams,
+service accounts and tokens. Mounted under /api by routes/grafana.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, TypeVar
+
+import msgspec
+from litestar import Request, Response, delete, get, patch, post, put
+
+from services import grafana_identity as svc
+from services.grafana_auth import hash_password
+from services.grafana_common import Caller, bad_request
+from services.context import AppContext
+from services.grafana_search import Query
+
+JSON = "application/json"
+T = TypeVar("T")
+_encode = msgspec.json.Encoder().encode
+
+
+def ok(data: Any, status: int = 200) -> Response:
+    return Response(content=_encode(data), status_code=status, media_type=JSON)
+
+
+async def body_of(request: Request, kind: type[T]) -> T:
+    raw = await request.body()
+    try:
+        return msgspec.json.decode(raw or b"null", type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise bad_request() from None
+
+
+async def write(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
+    return await ctx.db.write(lambda conn: fn(conn, *args))
+
+
+async def hashed(password: str) -> str:
+    # PBKDF2 is deliberately slow: keep it off the event loop and off the writer thread
+    return await asyncio.to_thread(hash_password, password)
+
+
+def paging(request: Request) -> tuple[str, int, int]:
+    q = Query(request.scope.get("query_string", b""))
+    page, perpage = q.int("page"), q.int("perpage")
+    return q.first("query") or "", page if page > 0 else 1, perpage if perpage > 0 else 1000
+
+
+def _paths(path: str) -> list[str]:
+    return [path, path + "/"]
+
+
+@get(_paths("/user"))
+async def current_user(ctx: AppContext, caller: Caller) -> Response:
+    return ok(await ctx.db.read(svc.profile, caller))
+
+
+@put(_paths("/user/password"))
+async def change_password(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    body = await body_of(request, svc.ChangePassword)
+    return ok(await write(ctx, svc.change_own_password, caller, body,
+                          await hashed(body.newPassword)))
+
+
+@post(_paths("/admin/users"), status_code=200)
+async def admin_create_user(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    svc.require_server_admin(caller)
+    body = await body_of(request, svc.CreateUser)
+    return ok(await write(ctx, svc.create_user, caller, body, await hashed(body.password)))
+
+
+@put(_paths("/admin/users/{user_id:int}/password"))
+async def admin_set_password(request: Request, ctx: AppContext, caller: Caller,
+                             user_id: int) -> Response:
+    svc.require_server_admin(caller)
+    body = await body_of(request, svc.Password)
+    return ok(await write(ctx, svc.set_user_password, caller, user_id, body,
+                          await hashed(body.password)))
+
+
+@get(_paths("/org/users"))
+async def org_users(ctx: AppContext, caller: Caller) -> Response:
+    return ok(await ctx.db.read(svc.org_users, caller))
+
+
+@post(_paths("/org/users"), status_code=200)
+async def add_org_user(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    body = await body_of(request, svc.AddOrgUser)
+    return ok(await write(ctx, svc.add_org_user, caller, body))
+
+
+@patch(_paths("/org/users/{user_id:int}"))
+async def patch_org_user(request: Request, ctx: AppContext, caller: Caller,
+                         user_id: int) -> Response:
+    body = await body_of(request, svc.RolePatch)
+    return ok(await write(ctx, svc.patch_org_user, caller, user_id, body))
+
+
+@post(_paths("/teams"), status_code=200)
+async def create_team(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    body = await body_of(request, svc.CreateTeam)
+    return ok(await write(ctx, svc.create_team, caller, body))
+
+
+@get(_paths("/teams/search"))
+async def search_teams(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    return ok(await ctx.db.read(svc.search_teams, caller, *paging(request)))
+
+
+@post(_paths("/teams/{team_id:int}/members"), status_code=200)
+async def add_team_member(request: Request, ctx: AppContext, caller: Caller,
+                          team_id: int) -> Response:
+    body = await body_of(request, svc.TeamMember)
+    return ok(await write(ctx, svc.add_team_member, caller, team_id, body))
+
+
+@delete(_paths("/teams/{team_id:int}/members/{user_id:int}"), status_code=200)
+async def remove_team_member(ctx: AppContext, caller: Caller, team_id: int,
+                             user_id: int) -> Response:
+    return ok(await write(ctx, svc.remove_team_member, caller, team_id, user_id))
+
+
+@post(_paths("/serviceaccounts"), status_code=201)
+async def create_service_account(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    body = await body_of(request, svc.CreateServiceAccount)
+    return ok(await write(ctx, svc.create_service_account, caller, body), 201)
+
+
+@get(_paths("/serviceaccounts/search"))
+async def search_service_accounts(request: Request, ctx: AppContext, caller: Caller) -> Response:
+    return ok(await ctx.db.read(svc.search_service_accounts, caller, *paging(request)))
+
+
+@get(_paths("/serviceaccounts/{sa_id:int}"))
+async def get_service_account(ctx: AppContext, caller: Caller, sa_id: int) -> Response:
+    return ok(await ctx.db.read(svc.get_service_account, caller, sa_id))
+
+
+@patch(_paths("/serviceaccounts/{sa_id:int}"))
+async def patch_service_account(request: Request, ctx: AppContext, caller: Caller,
+                                sa_id: int) -> Response:
+    body = await body_of(request, svc.PatchServiceAccount)
+    return ok(await write(ctx, svc.patch_service_account, caller, sa_id, body))
+
+
+@delete(_paths("/serviceaccounts/{sa_id:int}"), status_code=200)
+async def delete_service_account(ctx: AppContext, caller: Caller, sa_id: int) -> Response:
+    return ok(await write(ctx, svc.delete_service_account, caller, sa_id))
+
+
+@post(_paths("/serviceaccounts/{sa_id:int}/tokens"), status_code=200)
+async def create_token(request: Request, ctx: AppContext, caller: Caller, sa_id: int) -> Response:
+    body = await body_of(request, svc.CreateToken)
+    return ok(await write(ctx, svc.create_token, caller, sa_id, body))
+
+
+@get(_paths("/serviceaccounts/{sa_id:int}/tokens"))
+async def list_tokens(ctx: AppContext, caller: Caller, sa_id: int) -> Response:
+    return ok(await ctx.db.read(svc.list_tokens, caller, sa_id))
+
+
+@delete(_paths("/serviceaccounts/{sa_id:int}/tokens/{token_id:int}"), status_code=200)
+async def delete_token(ctx: AppContext, caller: Caller, sa_id: int, token_id: int) -> Response:
+    return ok(await write(ctx, svc.delete_token, caller, sa_id, token_id))
+
+
+handlers: list[Any] = [
+    current_user, change_password, admin_create_user, admin_set_password, org_users,
+    add_org_user, patch_org_user, create_team, search_teams, add_team_member, remove_team_member,
+    create_service_account, search_service_accounts, get_service_account, patch_service_account,
+    delete_service_account, create_token, list_tokens, delete_token,
+]
