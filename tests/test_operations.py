@@ -30,12 +30,10 @@ def test_ready_is_503_before_start(tmp_path):
     from app import create_app
     from tests.conftest import make_config
     app = create_app(make_config(tmp_path / "d"))
-    # without entering the client the lifespan has not run: nothing is Running yet
-    client = TestClient(app)
-    with client:
-        pass
-    r = TestClient(app).get("/ready")  # a client that never ran the lifespan
-    assert r.status_code == 503
+    # a client that never enters its context never runs the lifespan: no migrations, no
+    # writer, every service still New
+    r = TestClient(app).get("/ready")
+    assert (r.status_code, r.text) == (503, "Some services are not Running:\nNew: 3\n")
 
 
 def test_metrics_count_pushed_lines(client):
