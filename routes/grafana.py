@@ -307,7 +307,7 @@ router = Router(
         get_folder_by_id, update_folder, delete_folder, move_folder, get_folder_permissions,
         set_folder_permissions, *grafana_identity.handlers,
     ],
-    dependencies={"caller": Provide(provide_caller, use_cache=True)},
+    dependencies={"caller": Provide(provide_caller)},
     exception_handlers={GrafanaError: handle_grafana_error, Exception: handle_unexpected},
 )
 
