@@ -1,0 +1,627 @@
+"""LogQL lexer (spec logql.md §1), reproducing Loki's ``text/scanner`` based lexer.
+
+``tokenize(text)`` returns the whole token list at once; a lexical error becomes a final
+``ERROR`` token whose ``value`` is the ``ParseError``, raised by the parser only when it
+reaches that token (Loki's lexer is pulled lazily by yacc, so an earlier syntax error wins).
+
+Token ``kind`` is the name Loki's yacc parser prints in ``unexpected X`` messages:
+``IDENTIFIER STRING NUMBER DURATION RANGE BYTES FUNCTION_FLAG $end``, operator text, keywords
+in lower case, function words in upper case (``RATE``, ``BYTES_CONV``...), ``ip`` and
+``label_replace``. Also here: the Go parsers of numbers, durations and byte sizes that the
+grammar and the pipeline share.
+"""
+
+from __future__ import annotations
+
+import re
+
+from logql.errors import ParseError
+from logql.format_go import go_quote
+
+
+class Token:
+    __slots__ = ("kind", "text", "value", "line", "col")
+
+    def __init__(self, kind: str, text: str, value, line: int, col: int):
+        self.kind = kind
+        self.text = text
+        self.value = value
+        self.line = line
+        self.col = col
+
+    def __repr__(self) -> str:
+        return f"Token({self.kind!r}, {self.text!r}, {self.value!r}, {self.line}, {self.col})"
+
+
+KEYWORDS = frozenset(
+    "by without bool on ignoring group_left group_right offset unwrap or and unless json logfmt "
+    "regexp pattern unpack line_format label_format decolorize drop keep".split()
+)
+RANGE_FUNCS = (
+    "rate rate_counter count_over_time bytes_rate bytes_over_time avg_over_time sum_over_time "
+    "min_over_time max_over_time stdvar_over_time stddev_over_time quantile_over_time "
+    "first_over_time last_over_time absent_over_time"
+).split()
+VECTOR_FUNCS = "sum avg min max count stddev stdvar topk bottomk sort sort_desc approx_topk".split()
+FUNCTION_WORDS = {w: w.upper() for w in RANGE_FUNCS + VECTOR_FUNCS}
+FUNCTION_WORDS.update(
+    vector="VECTOR", label_replace="label_replace", ip="ip", bytes="BYTES_CONV",
+    duration="DURATION_CONV", duration_seconds="DURATION_SECONDS_CONV",
+)
+RANGE_KINDS = frozenset(w.upper() for w in RANGE_FUNCS)
+VECTOR_KINDS = frozenset(w.upper() for w in VECTOR_FUNCS)
+
+_TWO_CHAR = frozenset("=~ !~ != == >= <= |= |~ |> !>".split())
+_ONE_CHAR = frozenset("{}(),.=|+-*/%^><]")
+_FLAGS = frozenset(("--strict", "--keep-empty"))
+
+_WS = re.compile(r"[ \t\r\n]*")
+_IDENT = re.compile(r"[^\W\d]\w*")
+_DQ_PLAIN = re.compile(r'[^"\\\n]*')
+_DUR_RUN = re.compile(r"[\d.nuµmshdwy]*")
+_BYTES_RUN = re.compile(r"[\d.BikKMGTP]*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ASCII_DIGITS = frozenset("0123456789")
+
+
+# --------------------------------------------------------------------------- Go value parsers
+
+class GoParseError(ValueError):
+    """An error with the exact text of the Go function it imitates."""
+
+
+_PROM_UNITS = {"ms": (1_000_000, 7), "s": (1_000_000_000, 6), "m": (60_000_000_000, 5),
+               "h": (3_600_000_000_000, 4), "d": (86_400_000_000_000, 3),
+               "w": (604_800_000_000_000, 2), "y": (31_536_000_000_000_000, 1)}
+_MAX_I64 = (1 << 63) - 1
+
+
+def parse_prom_duration(s: str) -> int:
+    """Prometheus ``model.ParseDuration`` → nanoseconds (ranges ``[...]``)."""
+    if s == "0":
+        return 0
+    if s == "":
+        raise GoParseError("empty duration string")
+    orig, total, last_pos, i, n = s, 0, 0, 0, len(s)
+    while i < n:
+        j = i
+        while j < n and s[j] in _ASCII_DIGITS:
+            j += 1
+        if j == i:
+            raise GoParseError("not a valid duration string: " + go_quote(orig))
+        v = int(s[i:j])
+        if v > 0xFFFFFFFFFFFFFFFF:
+            raise GoParseError("not a valid duration string: " + go_quote(orig))
+        k = j
+        while k < n and s[k] not in _ASCII_DIGITS:
+            k += 1
+        if k == j:
+            raise GoParseError("not a valid duration string: " + go_quote(orig))
+        unit = s[j:k]
+        if unit not in _PROM_UNITS:
+            raise GoParseError(f"unknown unit {go_quote(unit)} in duration {go_quote(orig)}")
+        mult, pos = _PROM_UNITS[unit]
+        if pos <= last_pos:
+            raise GoParseError("not a valid duration string: " + go_quote(orig))
+        last_pos = pos
+        if v > (1 << 63) // mult:
+            raise GoParseError("duration out of range")
+        total += v * mult
+        if total > _MAX_I64:
+            raise GoParseError("duration out of range")
+        i = k
+    return total
+
+
+_GO_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 1_000_000,
+             "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
+
+
+def parse_go_duration(s: str) -> int:
+    """Go ``time.ParseDuration`` → nanoseconds, with Go's error texts."""
+    orig = s
+    invalid = "time: invalid duration " + go_quote(orig)
+    neg = False
+    if s and s[0] in "+-":
+        neg = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if s == "":
+        raise GoParseError(invalid)
+    d, i, n = 0, 0, len(s)
+    while i < n:
+        c = s[i]
+        if not (c == "." or c in _ASCII_DIGITS):
+            raise GoParseError(invalid)
+        j = i
+        while j < n and s[j] in _ASCII_DIGITS:
+            j += 1
+        pre = j > i
+        v = int(s[i:j]) if pre else 0
+        if v > 1 << 63:
+            raise GoParseError(invalid)
+        f, scale, post = 0, 1.0, False
+        if j < n and s[j] == ".":
+            j += 1
+            k = j
+            overflow = False
+            while k < n and s[k] in _ASCII_DIGITS:
+                if not overflow:
+                    if f > ((1 << 63) - 1) // 10:
+                        overflow = True
+                    else:
+                        f = f * 10 + int(s[k])
+                        scale *= 10
+                k += 1
+            post = k > j
+            j = k
+        if not pre and not post:
+            raise GoParseError(invalid)
+        k = j
+        while k < n and not (s[k] == "." or s[k] in _ASCII_DIGITS):
+            k += 1
+        if k == j:
+            raise GoParseError("time: missing unit in duration " + go_quote(orig))
+        u = s[j:k]
+        unit = _GO_UNITS.get(u)
+        if unit is None:
+            raise GoParseError(f"time: unknown unit {go_quote(u)} in duration {go_quote(orig)}")
+        if v > (1 << 63) // unit:
+            raise GoParseError(invalid)
+        v *= unit
+        if f > 0:
+            v += int(float(f) * (float(unit) / scale))
+            if v > 1 << 63:
+                raise GoParseError(invalid)
+        d += v
+        if d > 1 << 63:
+            raise GoParseError(invalid)
+        i = k
+    if neg:
+        return -d
+    if d > _MAX_I64:
+        raise GoParseError(invalid)
+    return d
+
+
+def parse_duration_token(s: str) -> int:
+    """Loki's DURATION reader: Prometheus syntax first, then Go's."""
+    try:
+        return parse_prom_duration(s)
+    except GoParseError:
+        return parse_go_duration(s)
+
+
+_BYTES_TABLE = {
+    "b": 1, "kib": 1 << 10, "kb": 10**3, "mib": 1 << 20, "mb": 10**6, "gib": 1 << 30,
+    "gb": 10**9, "tib": 1 << 40, "tb": 10**12, "pib": 1 << 50, "pb": 10**15, "eib": 1 << 60,
+    "eb": 10**18, "": 1, "ki": 1 << 10, "k": 10**3, "mi": 1 << 20, "m": 10**6, "gi": 1 << 30,
+    "g": 10**9, "ti": 1 << 40, "t": 10**12, "pi": 1 << 50, "p": 10**15, "ei": 1 << 60, "e": 10**18,
+}
+
+
+def parse_bytes(s: str) -> int:
+    """go-humanize ``ParseBytes`` (units case-insensitive, SI and IEC)."""
+    last = 0
+    for ch in s:
+        if not (ch.isdigit() or ch in ".,"):
+            break
+        last += 1
+    num = s[:last].replace(",", "")
+    f = go_parse_float(num)
+    extra = s[last:].strip().lower()
+    mult = _BYTES_TABLE.get(extra)
+    if mult is None:
+        raise GoParseError("unhandled size name: " + extra)
+    f *= mult
+    if f >= 18446744073709551615.0:
+        raise GoParseError("too large: " + s)
+    return int(f)
+
+
+def _underscore_ok(s: str) -> bool:
+    saw, i = "^", 0
+    if s[:1] in ("+", "-"):
+        s = s[1:]
+    hexa = False
+    if len(s) >= 2 and s[0] == "0" and s[1] in "bBoOxX":
+        i, saw, hexa = 2, "0", s[1] in "xX"
+    while i < len(s):
+        c = s[i]
+        if c in _ASCII_DIGITS or (hexa and c in "abcdefABCDEF"):
+            saw = "0"
+        elif c == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        else:
+            if saw == "_":
+                return False
+            saw = "!"
+        i += 1
+    return saw != "_"
+
+
+_DEC_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+_HEX_FLOAT = re.compile(r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+\Z")
+_SPECIAL_FLOATS = {"inf": float("inf"), "+inf": float("inf"), "-inf": float("-inf"),
+                   "infinity": float("inf"), "+infinity": float("inf"),
+                   "-infinity": float("-inf"), "nan": float("nan")}
+
+
+def go_parse_float(s: str) -> float:
+    """Go ``strconv.ParseFloat(s, 64)`` with its error texts."""
+    syntax = f"strconv.ParseFloat: parsing {go_quote(s)}: invalid syntax"
+    special = _SPECIAL_FLOATS.get(s.lower())
+    if special is not None:
+        return special
+    t = s
+    if "_" in s:
+        if not _underscore_ok(s):
+            raise GoParseError(syntax)
+        t = s.replace("_", "")
+    try:
+        if _DEC_FLOAT.match(t):
+            v = float(t)
+        elif _HEX_FLOAT.match(t):
+            v = float.fromhex(t)
+        else:
+            raise GoParseError(syntax)
+    except OverflowError:
+        v = float("inf")
+    if v in (float("inf"), float("-inf")):
+        raise GoParseError(f"strconv.ParseFloat: parsing {go_quote(s)}: value out of range")
+    return v
+
+
+def go_atoi(s: str) -> int:
+    """Go ``strconv.Atoi``: optional sign and decimal digits only, 64-bit range."""
+    body = s[1:] if s[:1] in ("+", "-") else s
+    if not body or not all(c in _ASCII_DIGITS for c in body):
+        raise GoParseError(f"strconv.Atoi: parsing {go_quote(s)}: invalid syntax")
+    v = int(s)
+    if not -(1 << 63) <= v <= _MAX_I64:
+        raise GoParseError(f"strconv.Atoi: parsing {go_quote(s)}: value out of range")
+    return v
+
+
+# --------------------------------------------------------------------------- scanning helpers
+
+def _scan_number(text: str, i: int) -> tuple[int, str | None]:
+    """Go ``text/scanner`` number scan from ``i``; returns (end, first error or None)."""
+    n = len(text)
+    err = None
+    base, prefix, digsep, invalid, is_float = 10, "", 0, "", False
+
+    def digits(j: int, b: int) -> tuple[int, int]:
+        nonlocal invalid
+        ds = 0
+        if b <= 10:
+            while j < n and (text[j] in _ASCII_DIGITS or text[j] == "_"):
+                c = text[j]
+                if c == "_":
+                    ds |= 2
+                else:
+                    ds |= 1
+                    if ord(c) >= 48 + b and not invalid:
+                        invalid = c
+                j += 1
+        else:
+            while j < n and (text[j] in "0123456789abcdefABCDEF_"):
+                ds |= 2 if text[j] == "_" else 1
+                j += 1
+        return j, ds
+
+    j = i
+    if text[j] != ".":
+        if text[j] == "0":
+            j += 1
+            c = text[j].lower() if j < n else ""
+            if c == "x":
+                j, base, prefix = j + 1, 16, "x"
+            elif c == "o":
+                j, base, prefix = j + 1, 8, "o"
+            elif c == "b":
+                j, base, prefix = j + 1, 2, "b"
+            else:
+                base, prefix, digsep = 8, "0", 1
+        j, ds = digits(j, base)
+        digsep |= ds
+        if j < n and text[j] == ".":
+            j += 1
+            is_float = True
+            if prefix in ("o", "b"):
+                err = err or "invalid radix point in " + _litname(prefix)
+            j, ds = digits(j, base)
+            digsep |= ds
+    else:
+        is_float = True
+        j, ds = digits(j + 1, base)
+        digsep |= ds
+    if digsep & 1 == 0:
+        err = err or _litname(prefix) + " has no digits"
+    e = text[j].lower() if j < n else ""
+    if e in ("e", "p"):
+        if e == "e" and prefix not in ("", "0"):
+            err = err or f"'{text[j]}' exponent requires decimal mantissa"
+        elif e == "p" and prefix != "x":
+            err = err or f"'{text[j]}' exponent requires hexadecimal mantissa"
+        j += 1
+        is_float = True
+        if j < n and text[j] in "+-":
+            j += 1
+        k = j
+        while j < n and (text[j] in _ASCII_DIGITS or text[j] == "_"):
+            j += 1
+        exp_ds = 0
+        for c in text[k:j]:
+            exp_ds |= 2 if c == "_" else 1
+        digsep |= exp_ds
+        if exp_ds & 1 == 0:
+            err = err or "exponent has no digits"
+    elif prefix == "x" and is_float:
+        err = err or "hexadecimal mantissa requires a 'p' exponent"
+    if not is_float and invalid:
+        err = err or f"invalid digit '{invalid}' in {_litname(prefix)}"
+    if digsep & 2 and not _underscore_ok(text[i:j]):
+        err = err or "'_' must separate successive digits"
+    return j, err
+
+
+def _litname(prefix: str) -> str:
+    return {"x": "hexadecimal literal", "o": "octal literal", "0": "octal literal",
+            "b": "binary literal"}.get(prefix, "decimal literal")
+
+
+_ESC_SIMPLE = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, '"': 34}
+_HEX = frozenset("0123456789abcdefABCDEF")
+_OCT = frozenset("01234567")
+
+
+def _scan_dq(text: str, i: int) -> tuple[int, str | None, str | None]:
+    """Scan a double-quoted string at ``i``: (end, value, error)."""
+    n = len(text)
+    j = i + 1
+    err = None
+    escaped = False
+    while True:
+        j = _DQ_PLAIN.match(text, j).end()
+        if j >= n or text[j] == "\n":
+            return j, None, err or "literal not terminated"
+        if text[j] == '"':
+            j += 1
+            break
+        escaped = True
+        j += 1
+        c = text[j] if j < n else ""
+        if c in _ESC_SIMPLE and c:
+            j += 1
+        elif c in _OCT and c:
+            k = 0
+            while k < 3 and j < n and text[j] in _OCT:
+                j += 1
+                k += 1
+            if k < 3:
+                err = err or "invalid char escape"
+        elif c in ("x", "u", "U"):
+            want = {"x": 2, "u": 4, "U": 8}[c]
+            j += 1
+            k = 0
+            while k < want and j < n and text[j] in _HEX:
+                j += 1
+                k += 1
+            if k < want:
+                err = err or "invalid char escape"
+        else:
+            err = err or "invalid char escape"
+    if err:
+        return j, None, err
+    body = text[i + 1:j - 1]
+    if not escaped:
+        return j, body, None
+    value = _go_unquote_body(body)
+    if value is None:
+        return j, None, "invalid syntax"
+    return j, value, None
+
+
+def _go_unquote_body(body: str) -> str | None:
+    """``strconv.Unquote`` of an already scanner-validated double-quoted body."""
+    out = bytearray()
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c != "\\":
+            j = body.find("\\", i)
+            j = n if j < 0 else j
+            out += body[i:j].encode("utf-8", "surrogatepass")
+            i = j
+            continue
+        c = body[i + 1]
+        if c in _ESC_SIMPLE:
+            out.append(_ESC_SIMPLE[c])
+            i += 2
+        elif c in _OCT:
+            v = int(body[i + 1:i + 4], 8)
+            if v > 255:
+                return None
+            out.append(v)
+            i += 4
+        elif c == "x":
+            out.append(int(body[i + 2:i + 4], 16))
+            i += 4
+        else:
+            width = 4 if c == "u" else 8
+            v = int(body[i + 2:i + 2 + width], 16)
+            if v > 0x10FFFF or 0xD800 <= v <= 0xDFFF:
+                return None
+            out += chr(v).encode("utf-8")
+            i += 2 + width
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _is_function(text: str, j: int) -> bool:
+    """Loki's ``isFunction``: next non-blank text is ``(``, or ``by``/``without`` then ``(``."""
+    j = _WS.match(text, j).end()
+    if text.startswith("(", j):
+        return True
+    if text.startswith("by", j):
+        j += 2
+    elif text.startswith("without", j):
+        j += 7
+    else:
+        return False
+    return text.startswith("(", _WS.match(text, j).end())
+
+
+# --------------------------------------------------------------------------- the lexer
+
+def tokenize(text: str) -> list[Token]:
+    toks: list[Token] = []
+    append = toks.append
+    n = len(text)
+    i = 0
+    line = 1
+    ls = 0  # offset of the current line's first character
+    bad = -1
+    m = _SURROGATE.search(text)
+    if m:
+        bad = m.start()
+    while True:
+        # whitespace and comments
+        while True:
+            j = _WS.match(text, i).end()
+            if j > i:
+                nl = text.count("\n", i, j)
+                if nl:
+                    line += nl
+                    ls = text.rfind("\n", i, j) + 1
+                i = j
+            if i < n and text[i] == "#":
+                j = text.find("\n", i)
+                i = n if j < 0 else j
+                continue
+            break
+        col = i - ls + 1
+        if bad >= 0 and bad < i:
+            append(Token("ERROR", "", ParseError("invalid UTF-8 encoding", line, col), line, col))
+            return toks
+        if i >= n:
+            append(Token("$end", "", None, line, col))
+            return toks
+        c = text[i]
+        start = i
+        kind = None
+        value = None
+        tline = line
+        err = None
+        if c == "_" or c.isalpha():
+            mm = _IDENT.match(text, i)
+            if mm:
+                j = mm.end()
+                word = text[i:j]
+                low = word.lower()
+                fk = FUNCTION_WORDS.get(low)
+                if fk is not None and _is_function(text, j):
+                    kind = fk
+                elif low in KEYWORDS:
+                    kind = low
+                else:
+                    kind = "IDENTIFIER"
+                value = word
+                i = j
+        if kind is not None:
+            pass  # identifier, keyword or function word
+        elif c in _ASCII_DIGITS or (c == "." and i + 1 < n and text[i + 1] in _ASCII_DIGITS):
+            j, nerr = _scan_number(text, i)
+            if nerr:
+                err = nerr
+            else:
+                num = text[i:j]
+                kind, value, i = _number_suffix(text, num, j)
+                if kind != "NUMBER":
+                    tline = 0
+        elif c == '"':
+            j, value, err = _scan_dq(text, i)
+            kind = "STRING"
+            i = j
+        elif c == "`":
+            j = text.find("`", i + 1)
+            if j < 0:
+                err = "literal not terminated"
+            else:
+                value = text[i + 1:j]
+                kind = "STRING"
+                i = j + 1
+        elif c == "[":
+            j = text.find("]", i + 1)
+            tline = 0
+            if j < 0:
+                err = "missing closing ']' in duration"
+            else:
+                try:
+                    value = parse_prom_duration(text[i + 1:j])
+                    kind = "RANGE"
+                    i = j + 1
+                except GoParseError as e:
+                    err = str(e)
+        elif c == "-":
+            kind, value, i, tline = _minus(text, i, line)
+        else:
+            two = text[i:i + 2]
+            if two in _TWO_CHAR:
+                kind = two
+                i += 2
+                tline = 0
+            else:
+                kind = c if c in _ONE_CHAR else "IDENTIFIER"
+                value = c
+                i += 1
+        if err is not None:
+            append(Token("ERROR", "", ParseError(err, tline, col), tline, col))
+            return toks
+        if bad >= 0 and bad < i:
+            append(Token("ERROR", "", ParseError("invalid UTF-8 encoding", line, col), line, col))
+            return toks
+        append(Token(kind, text[start:i], value, tline, col))
+        if kind == "STRING" or kind == "RANGE":
+            nl = text.count("\n", start, i)
+            if nl:
+                line += nl
+                ls = text.rfind("\n", start, i) + 1
+
+
+def _number_suffix(text: str, num: str, j: int) -> tuple[str, object, int]:
+    """After a NUMBER: try a DURATION, then BYTES (spec §1.6b, §1.7)."""
+    k = _DUR_RUN.match(text, j).end()
+    if k > j:
+        try:
+            return "DURATION", parse_duration_token(num + text[j:k]), k
+        except GoParseError:
+            pass
+    k = _BYTES_RUN.match(text, j).end()
+    if k > j:
+        try:
+            return "BYTES", parse_bytes(num + text[j:k]), k
+        except GoParseError:
+            pass
+    return "NUMBER", num, j
+
+
+def _minus(text: str, i: int, line: int) -> tuple[str, object, int, int]:
+    n = len(text)
+    if i + 1 < n and text[i + 1] == "-":
+        k = i + 1
+        while k < n and (text[k] == "-" or text[k].isalpha()):
+            k += 1
+        flag = text[i:k]
+        if flag in _FLAGS:
+            return "FUNCTION_FLAG", flag, k, 0
+    k = _DUR_RUN.match(text, i + 1).end()
+    if k > i + 1:
+        try:
+            return "DURATION", parse_duration_token(text[i:k]), k, 0
+        except GoParseError:
+            pass
+    return "-", "-", i + 1, line
