@@ -38,7 +38,7 @@ SERVICE_NAMES = ["server", "store", "ingester"]
 def build_context(cfg: Config) -> AppContext:
     db = Database(cfg.data_dir, synchronous=cfg.storage.synchronous,
                   read_connections=cfg.storage.read_connections)
-    metrics = Metrics(db.size_bytes)
+    metrics = Metrics(db.size_bytes, lambda: db.commits)
     ingester = Ingester(db, cfg.limits_config)
     ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
                      services=ServiceRegistry(list(SERVICE_NAMES)))

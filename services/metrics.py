@@ -6,26 +6,32 @@ from typing import Callable
 
 from prometheus_client import (CollectorRegistry, Counter, GCCollector, Histogram,
                                PlatformCollector, ProcessCollector)
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 
-class _SQLiteSize:
-    def __init__(self, size: Callable[[], int]):
+class _StorageCollector:
+    """Read at scrape time from the database object: no bookkeeping on the write path."""
+
+    def __init__(self, size: Callable[[], int], commits: Callable[[], int]):
         self._size = size
+        self._commits = commits
 
     def collect(self):
         yield GaugeMetricFamily("logstore_sqlite_size_bytes",
                                 "Bytes on disk of the SQLite database, WAL included.",
                                 value=self._size())
+        yield CounterMetricFamily("logstore_writer_commits",
+                                  "Group-commit transactions committed by the writer.",
+                                  value=self._commits())
 
 
 class Metrics:
-    def __init__(self, db_size: Callable[[], int]):
+    def __init__(self, db_size: Callable[[], int], db_commits: Callable[[], int] = lambda: 0):
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
-        self.registry.register(_SQLiteSize(db_size))
+        self.registry.register(_StorageCollector(db_size, db_commits))
         self.lines = Counter("logstore_distributor_lines_received",
                              "Log lines accepted by push, per tenant.", ["tenant"],
                              registry=self.registry)

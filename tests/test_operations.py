@@ -46,6 +46,7 @@ def test_metrics_count_pushed_lines(client):
     assert 'logstore_distributor_lines_received_total{tenant="fake"} 2.0' in text
     assert 'logstore_distributor_bytes_received_total{tenant="fake"} 3.0' in text
     assert "logstore_sqlite_size_bytes " in text
+    assert "logstore_writer_commits_total " in text
     assert 'logstore_request_duration_seconds_count{method="POST",' \
            'route="/logstore/api/v1/push",status_code="204"} 1.0' in text
     assert "process_resident_memory_bytes" in text
