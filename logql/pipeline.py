@@ -26,10 +26,7 @@ from .stages_line import Decolorize, LineFilter
 from .stages_parsers import JsonParser, LogfmtParser, PatternParser, RegexpParser, UnpackParser
 from .filters import PipelineError
 
-try:  # template-based stages live in their own module
-    from .stages_format import LabelFormat, LineFormat
-except ImportError:  # pragma: no cover - during incremental development only
-    LabelFormat = LineFormat = None  # type: ignore[assignment,misc]
+from .stages_format import LabelFormat, LineFormat
 
 _LABEL_FILTERS = (StringLabelFilter, NumericLabelFilter, DurationLabelFilter, BytesLabelFilter,
                   IpLabelFilter, And, Or)
@@ -50,8 +47,7 @@ def hoist_line_filters(stages: list) -> list:
             barrier += 1
             continue
         out.append(stage)
-        if (LineFormat is not None and isinstance(stage, LineFormat)) or isinstance(stage, UnpackParser) \
-                or is_label_filter(stage):
+        if isinstance(stage, (LineFormat, UnpackParser)) or is_label_filter(stage):
             barrier = len(out)
     return out
 
