@@ -146,36 +146,36 @@ def run(conn: sqlite3.Connection, caller: Caller, p: SearchParams) -> list[Hit]:
     rows = store.search(conn, f, subject_of(caller), p.permission)
     if not rows:
         return []
-    ids = [r["id"] for r in rows]
-    tags = store.tags_of(conn, [r["id"] for r in rows if not r["is_folder"]])
-    parent_rows = store.folders_by_id(conn, list({r["parent_id"] for r in rows
-                                                   if r["parent_id"] is not None}))
-    stars = store.starred_among(conn, caller.user_id, ids)
+    stars = store.starred_among(conn, caller.user_id, [r["id"] for r in rows])
     if not p.sort:
         rows.sort(key=lambda r: (not r["is_folder"], r["title"].lower(), r["id"]))
     hits = []
+    org_id = caller.org_id
     for r in rows:
-        row_tags = tags.get(r["id"], [])
-        if not p.sort:
-            row_tags = sorted(row_tags)
-        is_folder = bool(r["is_folder"])
-        hit = Hit(id=r["id"], uid=r["uid"], orgId=caller.org_id, title=r["title"],
-                  uri=f"db/{r['slug']}",
-                  url=(f"/dashboards/f/{r['uid']}/{r['slug']}" if is_folder
-                       else f"/d/{r['uid']}/{r['slug']}"),
-                  slug="", type="dash-folder" if is_folder else "dash-db", tags=row_tags,
-                  isStarred=r["id"] in stars, sortMeta=0, isDeleted=False)
-        parent = parent_rows.get(r["parent_id"]) if r["parent_id"] is not None else None
-        if parent is not None:
-            hit.folderId = parent["id"]
-            hit.folderUid = parent["uid"]
-            hit.folderTitle = parent["title"]
-            hit.folderUrl = folder_url(parent["uid"], parent["title"])
+        row_tags = _decode_tags(r["tags"]) if r["tags"] != "[]" else []
+        if not p.sort and len(row_tags) > 1:
+            row_tags.sort()  # with `sort`, Grafana leaves the order of tags unspecified
+        uid, slug = r["uid"], r["slug"]
+        if r["is_folder"]:
+            hit = Hit(id=r["id"], uid=uid, orgId=org_id, title=r["title"], uri=f"db/{slug}",
+                      url=f"/dashboards/f/{uid}/{slug}", slug="", type="dash-folder",
+                      tags=row_tags, isStarred=r["id"] in stars, sortMeta=0, isDeleted=False)
+        else:
+            hit = Hit(id=r["id"], uid=uid, orgId=org_id, title=r["title"], uri=f"db/{slug}",
+                      url=f"/d/{uid}/{slug}", slug="", type="dash-db", tags=row_tags,
+                      isStarred=r["id"] in stars, sortMeta=0, isDeleted=False)
+        if r["parent_id"] is not None:
+            hit.folderId = r["parent_id"]
+            hit.folderUid = r["parent_uid"]
+            hit.folderTitle = r["parent_title"]
+            hit.folderUrl = folder_url(r["parent_uid"], r["parent_title"])
         hits.append(hit)
     if p.starred:
         hits = [h for h in hits if h.isStarred]
     return hits
 
+
+_decode_tags = msgspec.json.Decoder(list[str]).decode
 
 SORT_OPTIONS = {"sortOptions": [
     {"description": "Sort results in an alphabetically ascending order",

@@ -7,6 +7,7 @@ back to a UUID v5 of the title when the result is empty or longer than 50 charac
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import uuid
@@ -56,6 +57,7 @@ def _build_table() -> dict[str, str]:
 _TABLE = _build_table()
 
 
+@functools.lru_cache(maxsize=8192)
 def slugify(title: str) -> str:
     out: list[str] = []
     for ch in title.strip().lower():

@@ -132,25 +132,14 @@ def search(conn: sqlite3.Connection, f: SearchFilter, subject: Subject,
         where.append("d.id IN (SELECT dashboard_id FROM gf_star WHERE user_id = ?)")
         wargs.append(f.starred_by)
     order = "DESC" if f.descending else "ASC"
-    sql = (f"{prefix}SELECT d.id, d.uid, d.title, d.slug, d.is_folder, d.parent_id "
-           f"FROM gf_dashboard d WHERE {' AND '.join(where)} "
+    # tags and the parent folder are computed only for the rows of the page
+    sql = (f"{prefix}SELECT d.id, d.uid, d.title, d.slug, d.is_folder, d.parent_id, "
+           "(SELECT json_group_array(t.term) FROM gf_dashboard_tag t "
+           "WHERE t.dashboard_id = d.id) AS tags, p.uid AS parent_uid, p.title AS parent_title "
+           f"FROM gf_dashboard d LEFT JOIN gf_dashboard p ON p.id = d.parent_id "
+           f"WHERE {' AND '.join(where)} "
            f"ORDER BY d.title {order}, d.id {order} LIMIT ? OFFSET ?")
     return _rows(conn.execute(sql, args + wargs + [f.limit, f.offset]))
-
-
-def tags_of(conn: sqlite3.Connection, ids: list[int]) -> dict[int, list[str]]:
-    out: dict[int, list[str]] = {}
-    for dash_id, term in conn.execute(
-            "SELECT dashboard_id, term FROM gf_dashboard_tag WHERE dashboard_id IN "
-            "(SELECT value FROM json_each(?))", (json.dumps(ids),)):
-        out.setdefault(dash_id, []).append(term)
-    return out
-
-
-def folders_by_id(conn: sqlite3.Connection, ids: list[int]) -> dict[int, dict[str, Any]]:
-    cur = conn.execute("SELECT id, uid, title, parent_id FROM gf_dashboard WHERE is_folder = 1 "
-                       "AND id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
-    return {r["id"]: r for r in _rows(cur)}
 
 
 def starred_among(conn: sqlite3.Connection, user_id: int, ids: list[int]) -> set[int]:
