@@ -32,7 +32,7 @@ from services import grafana_identity as ident_svc  # noqa: E402
 from services import grafana_objects as objects  # noqa: E402
 from services.grafana_auth import bootstrap  # noqa: E402
 from services.grafana_common import Caller  # noqa: E402
-from services.grafana_perms import PermissionItem, replace_entries  # noqa: E402
+from services.grafana_perms import replace_entries  # noqa: E402
 from storage.db import Database  # noqa: E402
 
 WORDS = ["api", "latency", "errors", "cpu", "memory", "disk", "network", "queue", "cache",

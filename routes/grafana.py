@@ -5,34 +5,32 @@ read or one group-commit write, encode. Errors are Grafana's JSON bodies, not Lo
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, TypeVar
+from typing import Any
 
-import msgspec
 from litestar import Request, Response, Router, delete, get, post, put
 from litestar.di import Provide
+from litestar.exceptions import HTTPException
 
 from routes import grafana_identity
+from routes.grafana_common import body_of, ok, write
 from services import grafana_objects as objects
 from services import grafana_perms as perms
 from services import grafana_search as search_svc
 from services.grafana_auth import authenticate
-from services.grafana_common import (GRAFANA_VERSION, Caller, GrafanaError, bad_request,
-                                     parse_int)
+from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError, parse_int
 from services.context import AppContext
 from storage import grafana as store
 
 log = logging.getLogger("logstore.grafana")
-JSON = "application/json"
-T = TypeVar("T")
-_encode = msgspec.json.Encoder().encode
 
-
-def ok(data: Any, status: int = 200) -> Response:
-    return Response(content=_encode(data), status_code=status, media_type=JSON)
 
 
 def handle_grafana_error(_: Request, exc: GrafanaError) -> Response:
     return ok(exc.body(), exc.status)
+
+
+def handle_http_exception(_: Request, exc: HTTPException) -> Response:
+    return ok({"message": str(exc.detail)}, exc.status_code)
 
 
 def handle_unexpected(request: Request, exc: Exception) -> Response:
@@ -41,13 +39,6 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
         "Internal Server Error"
     return ok({"message": message}, 500)
 
-
-async def body_of(request: Request, kind: type[T]) -> T:
-    raw = await request.body()
-    try:
-        return msgspec.json.decode(raw or b"null", type=kind)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise bad_request() from None
 
 
 async def provide_caller(request: Request, ctx: AppContext) -> Caller:
@@ -58,9 +49,6 @@ async def provide_caller(request: Request, ctx: AppContext) -> Caller:
 def query_of(request: Request) -> search_svc.Query:
     return search_svc.Query(request.scope.get("query_string", b""))
 
-
-async def write(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
-    return await ctx.db.write(lambda conn: fn(conn, *args))
 
 
 # -- probes ----------------------------------------------------------------------------------
@@ -155,6 +143,17 @@ async def get_dashboard(ctx: AppContext, caller: Caller, uid: str) -> Response:
 @delete(["/dashboards/uid/{uid:str}", "/dashboards/uid/{uid:str}/"], status_code=200)
 async def delete_dashboard(ctx: AppContext, caller: Caller, uid: str) -> Response:
     return ok(await write(ctx, objects.delete_dashboard, caller, uid))
+
+
+@get(["/dashboards/home", "/dashboards/home/"])
+async def home_dashboard(caller: Caller) -> Response:
+    return ok({"meta": {"isHome": True, "canSave": False, "canEdit": False, "canAdmin": False,
+                        "canStar": False, "canDelete": False, "slug": "", "url": "",
+                        "expires": objects.ZERO_TIME, "created": objects.ZERO_TIME,
+                        "updated": objects.ZERO_TIME, "version": 0, "folderTitle": "General",
+                        "provisioned": False},
+               "dashboard": {"title": "Home", "uid": "", "version": 0, "tags": [],
+                             "panels": [], "schemaVersion": 39}})
 
 
 def _dashboard_by_id(conn: Any, caller: Caller, raw_id: str) -> dict[str, Any]:
@@ -301,14 +300,15 @@ router = Router(
     path="/api",
     route_handlers=[
         health, frontend_settings, search, search_sorting, dashboard_tags, star_uid, unstar_uid,
-        star_id, unstar_id, user_stars, save_dashboard, get_dashboard, delete_dashboard,
+        star_id, unstar_id, user_stars, save_dashboard, get_dashboard, delete_dashboard, home_dashboard,
         get_dashboard_permissions, set_dashboard_permissions, get_dashboard_permissions_by_id,
         set_dashboard_permissions_by_id, list_folders, create_folder, get_folder,
         get_folder_by_id, update_folder, delete_folder, move_folder, get_folder_permissions,
         set_folder_permissions, *grafana_identity.handlers,
     ],
     dependencies={"caller": Provide(provide_caller)},
-    exception_handlers={GrafanaError: handle_grafana_error, Exception: handle_unexpected},
+    exception_handlers={GrafanaError: handle_grafana_error, HTTPException: handle_http_exception,
+                        Exception: handle_unexpected},
 )
 
 handlers: list[Any] = [router]

@@ -4,36 +4,20 @@ service accounts and tokens. Mounted under /api by routes/grafana.py."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, TypeVar
+from typing import Any
 
-import msgspec
 from litestar import Request, Response, delete, get, patch, post, put
 
+from routes.grafana_common import body_of, ok, write
 from services import grafana_identity as svc
 from services.grafana_auth import hash_password
-from services.grafana_common import Caller, bad_request
+from services.grafana_common import Caller, GrafanaError
 from services.context import AppContext
 from services.grafana_search import Query
 
-JSON = "application/json"
-T = TypeVar("T")
-_encode = msgspec.json.Encoder().encode
 
 
-def ok(data: Any, status: int = 200) -> Response:
-    return Response(content=_encode(data), status_code=status, media_type=JSON)
 
-
-async def body_of(request: Request, kind: type[T]) -> T:
-    raw = await request.body()
-    try:
-        return msgspec.json.decode(raw or b"null", type=kind)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise bad_request() from None
-
-
-async def write(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
-    return await ctx.db.write(lambda conn: fn(conn, *args))
 
 
 async def hashed(password: str) -> str:
@@ -93,6 +77,15 @@ async def add_org_user(request: Request, ctx: AppContext, caller: Caller) -> Res
 @patch(_paths("/org/users/{user_id:int}"))
 async def patch_org_user(request: Request, ctx: AppContext, caller: Caller,
                          user_id: int) -> Response:
+    body = await body_of(request, svc.RolePatch)
+    return ok(await write(ctx, svc.patch_org_user, caller, user_id, body))
+
+
+@patch(_paths("/orgs/{org_id:int}/users/{user_id:int}"))
+async def patch_orgs_user(request: Request, ctx: AppContext, caller: Caller, org_id: int,
+                          user_id: int) -> Response:
+    if org_id != caller.org_id:
+        raise GrafanaError(403, "You'll need additional permissions to perform this action.")
     body = await body_of(request, svc.RolePatch)
     return ok(await write(ctx, svc.patch_org_user, caller, user_id, body))
 
@@ -167,7 +160,7 @@ async def delete_token(ctx: AppContext, caller: Caller, sa_id: int, token_id: in
 
 handlers: list[Any] = [
     current_user, change_password, admin_create_user, admin_set_password, org_users,
-    add_org_user, patch_org_user, create_team, search_teams, add_team_member, remove_team_member,
+    add_org_user, patch_org_user, patch_orgs_user, create_team, search_teams, add_team_member, remove_team_member,
     create_service_account, search_service_accounts, get_service_account, patch_service_account,
     delete_service_account, create_token, list_tokens, delete_token,
 ]

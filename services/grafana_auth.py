@@ -24,8 +24,7 @@ import uuid
 import zlib
 from typing import Any
 
-from services.grafana_common import (ORG_ID, ORG_NAME, Caller, GrafanaError, now_text,
-                                     unauthorized)
+from services.grafana_common import ORG_ID, ORG_NAME, Caller, now_text, unauthorized
 from storage import grafana_identity as ident
 
 log = logging.getLogger("logstore.grafana")
@@ -195,8 +194,3 @@ async def on_start(ctx: Any) -> None:
 
 def register(ctx: Any) -> None:
     ctx.extras.setdefault("on_start", []).append(on_start)
-
-
-def require(condition: bool) -> None:
-    if not condition:
-        raise GrafanaError(403, "You'll need additional permissions to perform this action.")

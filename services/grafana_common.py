@@ -43,9 +43,6 @@ def bad_request(message: str = "bad request data") -> GrafanaError:
     return GrafanaError(400, message)
 
 
-DASHBOARD_NOT_FOUND = (404, "Dashboard not found")
-
-
 def dashboard_not_found() -> GrafanaError:
     return GrafanaError(404, "Dashboard not found")
 
@@ -82,11 +79,3 @@ def parse_int(text: str | None) -> int:
         return int(text.strip())
     except ValueError:
         return 0
-
-
-def is_int(text: str) -> bool:
-    try:
-        int(text.strip())
-    except ValueError:
-        return False
-    return True

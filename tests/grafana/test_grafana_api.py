@@ -406,3 +406,22 @@ def test_search_parameter_details(fx):
                                                       "Team Payments"]
     # ASCII case-insensitive title match on the whole title, folders included
     assert fx.titles("query=CPU") == ["cpu usage"]
+
+
+def test_org_user_role_by_org_path_and_home(fresh):
+    r = fresh.client.patch(f"/api/orgs/1/users/{fresh.users['alice']}", json={"role": "Editor"},
+                           auth=("admin", "admin"))
+    assert r.status_code == 200
+    assert fresh.post("/api/dashboards/db", {"dashboard": {"title": "Alice's"}}, who="L") \
+        .status_code == 200
+    assert fresh.client.patch("/api/orgs/2/users/2", json={"role": "Viewer"},
+                              auth=("admin", "admin")).status_code == 403
+    assert fresh.client.patch("/api/org/users/2", json={"role": "Boss"},
+                              auth=("admin", "admin")).status_code == 400
+    home = fresh.get("/api/dashboards/home", "L").json()
+    assert home["meta"]["isHome"] is True and home["dashboard"]["title"] == "Home"
+
+
+def test_unknown_route_method_under_api(fx):
+    r = fx.client.put("/api/search", auth=("admin", "admin"))
+    assert r.status_code == 405

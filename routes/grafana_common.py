@@ -1,0 +1,39 @@
+"""Helpers shared by the Grafana route modules: JSON responses, bounded JSON bodies decoded
+into msgspec Structs, one-call writes."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import msgspec
+from litestar import Request, Response
+
+from services.context import AppContext
+from services.grafana_common import GrafanaError, bad_request
+
+JSON = "application/json"
+MAX_BODY = 32 << 20  # a dashboard model is JSON; 32 MiB is far above any real one
+T = TypeVar("T")
+_encode = msgspec.json.Encoder().encode
+
+
+def ok(data: Any, status: int = 200) -> Response:
+    return Response(content=_encode(data), status_code=status, media_type=JSON)
+
+
+async def body_of(request: Request, kind: type[T]) -> T:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise GrafanaError(413, f"request body too large: max {MAX_BODY} bytes")
+        chunks.append(chunk)
+    try:
+        return msgspec.json.decode(b"".join(chunks) or b"null", type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise bad_request() from None
+
+
+async def write(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
+    """Run fn(conn, *args) in the next group commit: all of it lands, or none of it."""
+    return await ctx.db.write(lambda conn: fn(conn, *args))
