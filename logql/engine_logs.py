@@ -1,0 +1,291 @@
+"""Log query evaluation over SQLite (logql.md §6), and the pipeline feed of metric queries.
+
+Runs on a reader thread (`await db.read(evaluate_log_query, ...)`): every function here takes
+the reader's connection first.
+
+    evaluate_log_query(conn, tenant, query, start, end, limit=..., backward=...) -> list
+        the `streams` result of a log query: limit, direction and interval applied;
+    iter_pipeline(conn, tenant, query, start, end) -> (ts, line, labels) for every entry the
+        pipeline keeps, oldest first (for metric queries);
+    iter_samples(conn, tenant, query, unwrap, start, end) -> (ts, value, labels) for
+        unwrapped range aggregations.
+
+Plan: stream selector -> stream ids via postings (storage.streams); rows of those streams in
+[start, end) read in time-ordered windows (storage.scan) with the leading line filters
+evaluated inside SQLite, or, for selective needles, candidates from the FTS index plus the
+unindexed tail; then the compiled pipeline in Python; stop as soon as `limit` entries are kept.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any, Callable, Iterator, Sequence
+
+import msgspec
+
+from logql import ast as A
+from logql.compile import LogPlan, compile_log_query, compile_unwrap
+from logql.labels import LabelsBuilder
+from logql.results import QueryStats, categorized_result, streams_result
+from storage import scan
+from storage.streams import select_stream_ids, stream_label_sets
+
+INTERVAL_SPLIT_NS = 3600 * 10**9  # Loki thins `interval` per 1 h query split (observed #13)
+INSTANT_LOOKBACK_NS = 30 * 10**9   # range of a log query sent to the instant endpoint
+
+_decode_md = msgspec.json.Decoder(dict[str, str]).decode
+
+
+class _FixedLabels:
+    """Labels of an entry whose pipeline only filters lines: the same for every entry of a
+    (stream, structured metadata) pair, so computed once."""
+
+    __slots__ = ("_labels", "_categories")
+
+    def __init__(self, builder: LabelsBuilder):
+        self._labels = dict(builder.labels())
+        self._categories = builder.categories()
+
+    def labels(self) -> dict[str, str]:
+        return self._labels
+
+    def categories(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        return self._categories
+
+
+class _Feed:
+    """Rows of one query's streams, through the pipeline."""
+
+    def __init__(self, conn: sqlite3.Connection, plan: LogPlan, tenant: str, start: int,
+                 end: int, stats: QueryStats, deadline: float | None):
+        self.conn, self.plan, self.start, self.end = conn, plan, start, end
+        self.stats, self.deadline = stats, deadline
+        self.ids = select_stream_ids(conn, tenant, plan.matchers, start, end)
+        stats.streams += len(self.ids)
+        raw = stream_label_sets(conn, self.ids)
+        # sorted by name: a builder that nothing touched hands back this very dict
+        self.labels = {sid: dict(sorted(raw[sid].items())) for sid in self.ids}
+        self._progress: scan.ScanProgress | None = None
+        self._counted_rows = False
+
+    # -- rows ------------------------------------------------------------------------------
+    def batches(self, backward: bool, ordered: bool = True) -> Iterator[list[scan.Row]]:
+        plan, stats = self.plan, self.stats
+        candidates = fts_candidates(self.conn, plan, self.ids, self.start, self.end)
+        if candidates is not None:
+            rows = candidates
+            rows.sort(key=_row_order, reverse=backward)
+            stats.lines_scanned += len(rows)
+            stats.bytes_scanned += sum(_utf8_len(r[3]) for r in rows)
+            for i in range(0, len(rows), scan.TARGET_ROWS):
+                yield rows[i:i + scan.TARGET_ROWS]
+            return
+        if ordered:
+            self._progress = scan.ScanProgress()
+            yield from scan.scan_ordered(self.conn, self.ids, self.start, self.end,
+                                         backward=backward, conditions=plan.conditions,
+                                         deadline=self.deadline, progress=self._progress)
+        else:
+            self._progress = scan.ScanProgress()
+            self._progress.begin(self.start, self.end, False)
+            yield from scan.scan_by_stream(self.conn, self.ids, self.start, self.end,
+                                           conditions=plan.conditions, deadline=self.deadline)
+            self._progress.done(self.start, self.end)
+
+    def finish(self) -> None:
+        """Add what the scan examined to the stats (SQLite-side filtering included)."""
+        p = self._progress
+        if p is not None and p.lo < p.hi:
+            lines, size = scan.range_counts(self.conn, self.ids, p.lo, p.hi)
+            self.stats.lines_scanned += lines
+            self.stats.bytes_scanned += size
+        self._progress = None
+
+    # -- entries ---------------------------------------------------------------------------
+    def entries(self, backward: bool, ordered: bool = True) -> Iterator[tuple[int, str, Any]]:
+        """(ts, line, labels) for every entry the pipeline keeps, in scan order. `labels` has
+        `.labels()` (final label set, sorted; do not mutate) and `.categories()`; read them
+        before advancing the iterator."""
+        plan, stats = self.plan, self.stats
+        md_cache: dict[str, dict[str, str]] = {}
+        if plan.line_only:
+            match = plan.pipeline.match_line
+            noop = plan.pipeline.is_noop
+            fixed: dict[tuple[int, str | None], _FixedLabels] = {}
+            for rows in self.batches(backward, ordered):
+                for _id, sid, ts, line, md in rows:
+                    if noop or match(line):
+                        lab = fixed.get((sid, md))
+                        if lab is None:
+                            lab = self._fixed(fixed, md_cache, sid, md)
+                        stats.post_filter_lines += 1
+                        yield ts, line, lab
+            return
+        pipes: dict[int, Any] = {}
+        for rows in self.batches(backward, ordered):
+            for _id, sid, ts, line, md in rows:
+                sp = pipes.get(sid)
+                if sp is None:
+                    sp = pipes[sid] = plan.pipeline.for_stream(self.labels[sid])
+                sm = None
+                if md is not None:
+                    sm = md_cache.get(md)
+                    if sm is None:
+                        sm = _metadata(md_cache, md)
+                out = sp.process(ts, line, sm)
+                if out is not None:
+                    stats.post_filter_lines += 1
+                    yield ts, out[0], out[1]
+
+    def _fixed(self, fixed: dict, md_cache: dict, sid: int, md: str | None) -> _FixedLabels:
+        sm = _metadata(md_cache, md) if md is not None else None
+        lab = fixed[(sid, md)] = _FixedLabels(LabelsBuilder(self.labels[sid], sm))
+        if len(fixed) > 100_000:
+            fixed.clear()
+        return lab
+
+
+def _metadata(cache: dict[str, dict[str, str]], text: str) -> dict[str, str]:
+    try:
+        value = _decode_md(text)
+    except msgspec.DecodeError:
+        value = {}
+    if len(cache) > 10_000:
+        cache.clear()
+    cache[text] = value
+    return value
+
+
+def _row_order(row: scan.Row) -> tuple[int, int]:
+    return row[2], row[0]
+
+
+def _utf8_len(line: str) -> int:
+    return len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
+
+
+# -- FTS prefilter ---------------------------------------------------------------------------
+
+def fts_candidates(conn: sqlite3.Connection, plan: LogPlan, stream_ids: Sequence[int],
+                   start: int, end: int) -> list[scan.Row] | None:
+    """Every row that can match the plan's needles, when the FTS index can narrow the scan
+    enough to be worth it; None means "scan the range instead"."""
+    if not plan.needles or not stream_ids:
+        return None
+    try:
+        from storage import fts
+    except ImportError:
+        return None
+    finder = getattr(fts, "candidate_rows", None)
+    if finder is None:
+        return None
+    return finder(conn, [list(c) for c in plan.needles], stream_ids, start, end,
+                  plan.conditions)
+
+
+# -- public entry points ---------------------------------------------------------------------
+
+def evaluate_log_query(conn: sqlite3.Connection, tenant: str, query: A.LogQuery, start: int,
+                       end: int, *, limit: int = 100, backward: bool = True,
+                       interval_ns: int = 0, deadline: float | None = None,
+                       categorize: bool = False,
+                       stats: QueryStats | None = None) -> list[dict]:
+    """The `result` list of a `streams` answer for entries with start <= ts < end."""
+    stats = stats if stats is not None else QueryStats()
+    started = time.perf_counter()
+    plan = compile_log_query(query)
+    feed = _Feed(conn, plan, tenant, start, end, stats, deadline)
+    kept: list = []
+    if limit > 0 and feed.ids:
+        entries = feed.entries(backward)
+        last_ts: int | None = None
+        last_split: int | None = None
+        try:
+            for ts, line, labels in entries:
+                if interval_ns:
+                    split = ts // INTERVAL_SPLIT_NS
+                    if split != last_split:
+                        last_split, last_ts = split, None
+                    if last_ts is not None and (last_ts - ts if backward else ts - last_ts) \
+                            < interval_ns:
+                        continue
+                    last_ts = ts
+                if categorize:
+                    stream, sm, parsed = labels.categories()
+                    extra: dict[str, dict[str, str]] = {}
+                    if sm:
+                        extra["structuredMetadata"] = sm
+                    if parsed:
+                        extra["parsed"] = parsed
+                    kept.append((tuple(sorted(stream.items())), ts, line, extra))
+                else:
+                    kept.append((tuple(labels.labels().items()), ts, line))
+                if len(kept) >= limit:
+                    break
+        finally:
+            entries.close()
+            feed.finish()
+    stats.entries_returned += len(kept)
+    stats.exec_time += time.perf_counter() - started
+    return categorized_result(kept) if categorize else streams_result(kept)
+
+
+def iter_pipeline(conn: sqlite3.Connection, tenant: str, log_query: A.LogQuery, start_ns: int,
+                  end_ns: int, *, stats: QueryStats | None = None, ordered: bool = True,
+                  deadline: float | None = None
+                  ) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """Every entry with start_ns <= ts < end_ns that survives the full pipeline, as
+    (ts, line, final labels incl. structured metadata, parsed labels and __error__).
+
+    `ordered=True`: oldest first across all streams. `ordered=False`: stream after stream,
+    each oldest first (cheaper: no sorting across streams). The labels dict may be shared
+    between entries: do not mutate it. Counts go to `stats` when given."""
+    stats = stats if stats is not None else QueryStats()
+    plan = compile_log_query(log_query)
+    feed = _Feed(conn, plan, tenant, start_ns, end_ns, stats, deadline)
+    entries = feed.entries(False, ordered)
+    try:
+        for ts, line, labels in entries:
+            yield ts, line, labels.labels()
+    finally:
+        entries.close()
+        feed.finish()
+
+
+def iter_samples(conn: sqlite3.Connection, tenant: str, log_query: A.LogQuery,
+                 unwrap: A.Unwrap, start_ns: int, end_ns: int, *,
+                 stats: QueryStats | None = None, ordered: bool = True,
+                 deadline: float | None = None
+                 ) -> Iterator[tuple[int, float, dict[str, str]]]:
+    """For `... | unwrap x [| post filters]`: (ts, value, labels) per entry that yields a
+    sample (logql.md §5.9). A failed conversion gives value 0.0 and labels carrying
+    `__error__="SampleExtractionErr"` and `__error_details__` (unless a post filter dropped
+    it); the unwrapped label is not in the labels."""
+    stats = stats if stats is not None else QueryStats()
+    stage = compile_unwrap(unwrap)
+    plan = compile_log_query(log_query)
+    feed = _Feed(conn, plan, tenant, start_ns, end_ns, stats, deadline)
+    entries = feed.entries(False, ordered)
+    extract: Callable = stage.extract
+    try:
+        for ts, line, labels in entries:
+            if isinstance(labels, _FixedLabels):
+                # shared labels of a line-only pipeline: give unwrap its own builder
+                builder = LabelsBuilder(labels.labels())
+            else:
+                builder = labels
+            value = extract(ts, line, builder)
+            if value is not None:
+                yield ts, value, builder.labels()
+    finally:
+        entries.close()
+        feed.finish()
+
+
+def select_streams(conn: sqlite3.Connection, tenant: str, query: A.LogQuery, start: int,
+                   end: int) -> dict[int, dict[str, str]]:
+    """Stream id -> stream labels (sorted) for the query's selector and range."""
+    ids = select_stream_ids(conn, tenant, compile_log_query(query).matchers, start, end)
+    raw = stream_label_sets(conn, ids)
+    return {sid: dict(sorted(raw[sid].items())) for sid in ids}
