@@ -15,6 +15,7 @@ from storage import grafana as store
 
 MAX_LIMIT = 5000
 DEFAULT_LIMIT = 1000
+MAX_QUERY = 10_000
 _GO_INT = re.compile(r"^[+-]?[0-9]+$")
 
 
@@ -123,6 +124,10 @@ def run(conn: sqlite3.Connection, caller: Caller, p: SearchParams) -> list[Hit]:
     """The reference algorithm of spec §1.3, with filtering and the window cut in SQL."""
     if p.starred and not store.has_stars(conn, caller.user_id):
         return []
+    if (p.page - 1) * p.limit >= 1 << 62:
+        return []  # past any possible end (and past what SQLite's OFFSET can take)
+    if len(p.query) > MAX_QUERY:
+        return []  # longer than any title can be; SQLite refuses such LIKE patterns
     kind = {"dash-folder": "folder", "dash-folder-alerting": "folder",
             "dash-db": "dashboard"}.get(p.type)
     parents: list[int | None] | None = None

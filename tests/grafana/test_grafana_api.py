@@ -406,6 +406,10 @@ def test_search_parameter_details(fx):
                                                       "Team Payments"]
     # ASCII case-insensitive title match on the whole title, folders included
     assert fx.titles("query=CPU") == ["cpu usage"]
+    # absurd values are answered, not failed
+    assert fx.titles("page=99999999999999999") == []
+    assert fx.titles("limit=5000&page=9223372036854775807") == []
+    assert fx.titles("query=" + "x" * 20000) == []
 
 
 def test_org_user_role_by_org_path_and_home(fresh):
