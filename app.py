@@ -21,7 +21,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 import config as config_module
 from config import Config, ConfigError
-from routes import admin, grafana, meta, push
+from routes import admin, grafana, meta, push, query
 from routes.errors import EXCEPTION_HANDLERS
 from services.base import ServiceRegistry, State
 from services.context import AppContext
@@ -31,7 +31,7 @@ from storage.db import Database, migrate, connect, DB_FILENAME
 
 log = logging.getLogger("logstore")
 
-ROUTE_MODULES = [push, meta, admin, grafana]
+ROUTE_MODULES = [push, meta, admin, grafana, query]
 SERVICE_NAMES = ["server", "store", "ingester"]
 
 

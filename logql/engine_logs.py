@@ -33,6 +33,8 @@ from storage.streams import select_stream_ids, stream_label_sets
 
 INTERVAL_SPLIT_NS = 3600 * 10**9  # Loki thins `interval` per 1 h query split (observed #13)
 INSTANT_LOOKBACK_NS = 30 * 10**9   # range of a log query sent to the instant endpoint
+# windows a limited query scans plainly before it asks the FTS index (see _Feed.batches)
+PLAIN_WINDOWS = 3
 
 _decode_md = msgspec.json.Decoder(dict[str, str]).decode
 
@@ -70,31 +72,59 @@ class _Feed:
         self._counted_rows = False
 
     # -- rows ------------------------------------------------------------------------------
-    def batches(self, backward: bool, ordered: bool = True) -> Iterator[list[scan.Row]]:
-        plan, stats = self.plan, self.stats
-        candidates = fts_candidates(self.conn, plan, self.ids, self.start, self.end)
-        if candidates is not None:
-            rows = candidates
-            rows.sort(key=_row_order, reverse=backward)
-            stats.lines_scanned += len(rows)
-            stats.bytes_scanned += sum(_utf8_len(r[3]) for r in rows)
-            for i in range(0, len(rows), scan.TARGET_ROWS):
-                yield rows[i:i + scan.TARGET_ROWS]
+    def batches(self, backward: bool, ordered: bool = True,
+                limited: bool = False) -> Iterator[list[scan.Row]]:
+        """Row batches in direction order (`ordered`) or stream after stream.
+
+        With FTS needles: a query that may stop early (`limited`) first scans the newest (or
+        oldest) few windows plainly, since a common needle fills the limit there at once;
+        only what remains goes through the index, whose candidate list costs the same
+        whether the needle is rare or not."""
+        plan = self.plan
+        conn, ids, deadline = self.conn, self.ids, self.deadline
+        if not plan.needles:
+            yield from self._scan(backward, ordered)
             return
+        progress = self._progress = scan.ScanProgress()
+        lo, hi = self.start, self.end
+        if limited and ordered:
+            yield from scan.scan_ordered(conn, ids, lo, hi, backward=backward,
+                                         conditions=plan.conditions, deadline=deadline,
+                                         progress=progress, max_windows=PLAIN_WINDOWS)
+            if progress.width:
+                lo, hi = (lo, progress.lo) if backward else (progress.hi, hi)
+            if lo >= hi:
+                return
+        rows = fts_candidates(conn, plan, ids, lo, hi)
+        if rows is None:
+            if ordered:
+                yield from scan.scan_ordered(conn, ids, self.start, self.end,
+                                             backward=backward, conditions=plan.conditions,
+                                             deadline=deadline, progress=progress)
+            else:
+                yield from self._scan(backward, ordered)
+            return
+        self.stats.lines_scanned += len(rows)
+        self.stats.bytes_scanned += sum(_utf8_len(r[3]) for r in rows)
+        rows.sort(key=_row_order if ordered else _stream_order, reverse=backward and ordered)
+        for i in range(0, len(rows), scan.TARGET_ROWS):
+            yield rows[i:i + scan.TARGET_ROWS]
+
+    def _scan(self, backward: bool, ordered: bool) -> Iterator[list[scan.Row]]:
+        progress = self._progress = scan.ScanProgress()
         if ordered:
-            self._progress = scan.ScanProgress()
             yield from scan.scan_ordered(self.conn, self.ids, self.start, self.end,
-                                         backward=backward, conditions=plan.conditions,
-                                         deadline=self.deadline, progress=self._progress)
+                                         backward=backward, conditions=self.plan.conditions,
+                                         deadline=self.deadline, progress=progress)
         else:
-            self._progress = scan.ScanProgress()
-            self._progress.begin(self.start, self.end, False)
+            progress.begin(self.start, self.end, False)
             yield from scan.scan_by_stream(self.conn, self.ids, self.start, self.end,
-                                           conditions=plan.conditions, deadline=self.deadline)
-            self._progress.done(self.start, self.end)
+                                           conditions=self.plan.conditions,
+                                           deadline=self.deadline)
+            progress.done(self.start, self.end)
 
     def finish(self) -> None:
-        """Add what the scan examined to the stats (SQLite-side filtering included)."""
+        """Add what the scans examined to the stats (rows SQLite filtered out included)."""
         p = self._progress
         if p is not None and p.lo < p.hi:
             lines, size = scan.range_counts(self.conn, self.ids, p.lo, p.hi)
@@ -103,7 +133,8 @@ class _Feed:
         self._progress = None
 
     # -- entries ---------------------------------------------------------------------------
-    def entries(self, backward: bool, ordered: bool = True) -> Iterator[tuple[int, str, Any]]:
+    def entries(self, backward: bool, ordered: bool = True,
+                limited: bool = False) -> Iterator[tuple[int, str, Any]]:
         """(ts, line, labels) for every entry the pipeline keeps, in scan order. `labels` has
         `.labels()` (final label set, sorted; do not mutate) and `.categories()`; read them
         before advancing the iterator."""
@@ -113,7 +144,7 @@ class _Feed:
             match = plan.pipeline.match_line
             noop = plan.pipeline.is_noop
             fixed: dict[tuple[int, str | None], _FixedLabels] = {}
-            for rows in self.batches(backward, ordered):
+            for rows in self.batches(backward, ordered, limited):
                 for _id, sid, ts, line, md in rows:
                     if noop or match(line):
                         lab = fixed.get((sid, md))
@@ -123,7 +154,7 @@ class _Feed:
                         yield ts, line, lab
             return
         pipes: dict[int, Any] = {}
-        for rows in self.batches(backward, ordered):
+        for rows in self.batches(backward, ordered, limited):
             for _id, sid, ts, line, md in rows:
                 sp = pipes.get(sid)
                 if sp is None:
@@ -146,6 +177,25 @@ class _Feed:
         return lab
 
 
+class _Snapshot:
+    """One read transaction around a whole evaluation (index, tail and scans see the same
+    data); joins a transaction the caller already opened."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.owned = False
+
+    def __enter__(self) -> "_Snapshot":
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN")
+            self.owned = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.owned and self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+
+
 def _metadata(cache: dict[str, dict[str, str]], text: str) -> dict[str, str]:
     try:
         value = _decode_md(text)
@@ -161,6 +211,10 @@ def _row_order(row: scan.Row) -> tuple[int, int]:
     return row[2], row[0]
 
 
+def _stream_order(row: scan.Row) -> tuple[int, int, int]:
+    return row[1], row[2], row[0]
+
+
 def _utf8_len(line: str) -> int:
     return len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
 
@@ -169,19 +223,21 @@ def _utf8_len(line: str) -> int:
 
 def fts_candidates(conn: sqlite3.Connection, plan: LogPlan, stream_ids: Sequence[int],
                    start: int, end: int) -> list[scan.Row] | None:
-    """Every row that can match the plan's needles, when the FTS index can narrow the scan
-    enough to be worth it; None means "scan the range instead"."""
-    if not plan.needles or not stream_ids:
+    """Every row of the streams and range that can match the plan's needles (unordered):
+    index candidates up to the index's high-water mark plus the whole unindexed tail. None
+    when the index cannot narrow enough (then scan the range instead)."""
+    if not plan.needles or not stream_ids or start >= end:
         return None
     try:
         from storage import fts
-    except ImportError:
+    except ImportError:  # the index is optional: queries are exact without it
         return None
-    finder = getattr(fts, "candidate_rows", None)
-    if finder is None:
+    pf = fts.prefilter(conn, [list(c) for c in plan.needles])
+    if pf is None:
         return None
-    return finder(conn, [list(c) for c in plan.needles], stream_ids, start, end,
-                  plan.conditions)
+    rows = scan.rows_by_ids(conn, pf.ids, stream_ids, start, end, plan.conditions)
+    rows += scan.rows_after_id(conn, pf.high_water, stream_ids, start, end, plan.conditions)
+    return rows
 
 
 # -- public entry points ---------------------------------------------------------------------
@@ -195,10 +251,21 @@ def evaluate_log_query(conn: sqlite3.Connection, tenant: str, query: A.LogQuery,
     stats = stats if stats is not None else QueryStats()
     started = time.perf_counter()
     plan = compile_log_query(query)
+    with _Snapshot(conn):
+        kept = _collect(conn, plan, tenant, start, end, limit, backward, interval_ns, deadline,
+                        categorize, stats)
+    stats.entries_returned += len(kept)
+    stats.exec_time += time.perf_counter() - started
+    return categorized_result(kept) if categorize else streams_result(kept)
+
+
+def _collect(conn: sqlite3.Connection, plan: LogPlan, tenant: str, start: int, end: int,
+             limit: int, backward: bool, interval_ns: int, deadline: float | None,
+             categorize: bool, stats: QueryStats) -> list:
     feed = _Feed(conn, plan, tenant, start, end, stats, deadline)
     kept: list = []
     if limit > 0 and feed.ids:
-        entries = feed.entries(backward)
+        entries = feed.entries(backward, True, True)
         last_ts: int | None = None
         last_split: int | None = None
         try:
@@ -226,9 +293,7 @@ def evaluate_log_query(conn: sqlite3.Connection, tenant: str, query: A.LogQuery,
         finally:
             entries.close()
             feed.finish()
-    stats.entries_returned += len(kept)
-    stats.exec_time += time.perf_counter() - started
-    return categorized_result(kept) if categorize else streams_result(kept)
+    return kept
 
 
 def iter_pipeline(conn: sqlite3.Connection, tenant: str, log_query: A.LogQuery, start_ns: int,
@@ -243,14 +308,15 @@ def iter_pipeline(conn: sqlite3.Connection, tenant: str, log_query: A.LogQuery, 
     between entries: do not mutate it. Counts go to `stats` when given."""
     stats = stats if stats is not None else QueryStats()
     plan = compile_log_query(log_query)
-    feed = _Feed(conn, plan, tenant, start_ns, end_ns, stats, deadline)
-    entries = feed.entries(False, ordered)
-    try:
-        for ts, line, labels in entries:
-            yield ts, line, labels.labels()
-    finally:
-        entries.close()
-        feed.finish()
+    with _Snapshot(conn):
+        feed = _Feed(conn, plan, tenant, start_ns, end_ns, stats, deadline)
+        entries = feed.entries(False, ordered)
+        try:
+            for ts, line, labels in entries:
+                yield ts, line, labels.labels()
+        finally:
+            entries.close()
+            feed.finish()
 
 
 def iter_samples(conn: sqlite3.Connection, tenant: str, log_query: A.LogQuery,
@@ -265,22 +331,23 @@ def iter_samples(conn: sqlite3.Connection, tenant: str, log_query: A.LogQuery,
     stats = stats if stats is not None else QueryStats()
     stage = compile_unwrap(unwrap)
     plan = compile_log_query(log_query)
-    feed = _Feed(conn, plan, tenant, start_ns, end_ns, stats, deadline)
-    entries = feed.entries(False, ordered)
     extract: Callable = stage.extract
-    try:
-        for ts, line, labels in entries:
-            if isinstance(labels, _FixedLabels):
-                # shared labels of a line-only pipeline: give unwrap its own builder
-                builder = LabelsBuilder(labels.labels())
-            else:
-                builder = labels
-            value = extract(ts, line, builder)
-            if value is not None:
-                yield ts, value, builder.labels()
-    finally:
-        entries.close()
-        feed.finish()
+    with _Snapshot(conn):
+        feed = _Feed(conn, plan, tenant, start_ns, end_ns, stats, deadline)
+        entries = feed.entries(False, ordered)
+        try:
+            for ts, line, labels in entries:
+                if isinstance(labels, _FixedLabels):
+                    # shared labels of a line-only pipeline: give unwrap its own builder
+                    builder = LabelsBuilder(labels.labels())
+                else:
+                    builder = labels
+                value = extract(ts, line, builder)
+                if value is not None:
+                    yield ts, value, builder.labels()
+        finally:
+            entries.close()
+            feed.finish()
 
 
 def select_streams(conn: sqlite3.Connection, tenant: str, query: A.LogQuery, start: int,

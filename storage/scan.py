@@ -101,23 +101,32 @@ _SELECT = ("SELECT id, stream_id, ts, line, metadata FROM entries "
 def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int, *,
                  backward: bool, conditions: LineConditions | None = None,
                  deadline: float | None = None, target_rows: int = TARGET_ROWS,
-                 progress: "ScanProgress | None" = None) -> Iterator[list[Row]]:
+                 progress: "ScanProgress | None" = None,
+                 max_windows: int | None = None) -> Iterator[list[Row]]:
     """Batches of rows with `start <= ts < end`, in global `ts` order (ties by id), newest
     first when `backward`. Stop iterating whenever you have enough: nothing further is read.
 
-    `progress`, if given, records the part of [start, end) that has been fully scanned, so the
-    caller can count what was examined (see `range_counts`)."""
+    `progress`, if given, records the part of [start, end) that has been read (so the caller
+    can count what was examined, see `range_counts`) and the current window width; a scan
+    given the same progress continues where the previous one left off. `max_windows` ends
+    the scan early, after that many windows."""
     if not stream_ids or start >= end:
         return
     where, cond_params = conditions.sql() if conditions else ("", [])
     order = " ORDER BY ts DESC, id DESC" if backward else " ORDER BY ts, id"
     sql = _SELECT + where + order
     ids = _ids_param(stream_ids)
-    width = FIRST_WINDOW_NS
-    lo, hi = start, end
-    if progress is not None:
+    if progress is None:
+        progress = ScanProgress()
+    if progress.width == 0:
         progress.begin(start, end, backward)
+    width = progress.width
+    lo, hi = (start, progress.lo) if backward else (progress.hi, end)
+    windows = 0
     while lo < hi:
+        if max_windows is not None and windows >= max_windows:
+            return
+        windows += 1
         if deadline is not None and time.monotonic() > deadline:
             raise QueryTimeout()
         if backward:
@@ -125,9 +134,8 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
         else:
             w_lo, w_hi = lo, min(hi, lo + width)
         cur = conn.execute(sql, (ids, w_lo, w_hi, *cond_params))
-        if progress is not None:
-            # ORDER BY made SQLite read the whole window before its first row
-            progress.done(w_lo, w_hi)
+        # ORDER BY made SQLite read the whole window before its first row
+        progress.done(w_lo, w_hi)
         fetched = 0
         while True:
             rows = cur.fetchmany(target_rows)
@@ -148,6 +156,7 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
             width *= 2
         elif fetched > target_rows * 2:
             width = max(width // 2, 1000)
+        progress.width = width
 
 
 def scan_by_stream(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
@@ -204,15 +213,18 @@ def rows_after_id(conn: sqlite3.Connection, after_id: int, stream_ids: Sequence[
 # -- what a scan examined -------------------------------------------------------------------
 
 class ScanProgress:
-    """The contiguous part of the query range an ordered scan has fully read."""
+    """The contiguous part [lo, hi) of the query range an ordered scan has read, and the
+    width of its next window."""
 
-    __slots__ = ("lo", "hi")
+    __slots__ = ("lo", "hi", "width")
 
     def __init__(self) -> None:
         self.lo = self.hi = 0
+        self.width = 0
 
     def begin(self, start: int, end: int, backward: bool) -> None:
         self.lo = self.hi = end if backward else start
+        self.width = FIRST_WINDOW_NS
 
     def done(self, w_lo: int, w_hi: int) -> None:
         self.lo = min(self.lo, w_lo)

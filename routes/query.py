@@ -1,0 +1,250 @@
+"""`/logstore/api/v1/query`, `/query_range` and `/format_query` (http-api.md §4, §9).
+
+Thin: read and validate the parameters in Loki's order, parse the LogQL, run the evaluation
+on a reader thread (log queries: logql.engine_logs; metric queries: logql.engine_metrics),
+encode the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, route
+
+from logql import ParseError, format_query as pretty_query, parse_expr
+from logql import ast as A
+from logql.engine_logs import INSTANT_LOOKBACK_NS, evaluate_log_query
+from logql.filters import PipelineError, parse_go_duration
+from logql.format_go import go_duration_str, prom_duration_str
+from logql.results import QueryStats, stats_json
+from routes.errors import PlainError
+from routes.params import NS, Params, parse_timestamp, read_params, step_param, time_range
+from routes.respond import json_response
+from services.context import Ctx
+from storage.scan import QueryTimeout
+
+log = logging.getLogger("logstore.query")
+
+MAX_POINTS = 11000
+TIMEOUT_TEXT = ("request timed out, decrease the duration of the request or add more label "
+                "matchers (prefer exact match over regex match) to reduce the amount of data "
+                "processed")
+CATEGORIZE = "categorize-labels"
+_INT = re.compile(r"[+-]?\d+")
+
+
+# -- parameters ------------------------------------------------------------------------------
+
+def limit_param(params: Params) -> int:
+    text = params.get("limit")
+    if not text:
+        return 100
+    if not _INT.fullmatch(text):
+        raise PlainError(400, f'strconv.Atoi: parsing "{text}": invalid syntax')
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise PlainError(400, f'strconv.Atoi: parsing "{text}": value out of range')
+    if value <= 0:
+        raise PlainError(400, "limit must be a positive value")
+    return value
+
+
+def direction_param(params: Params) -> bool:
+    """True for backward (the default)."""
+    text = params.get("direction")
+    if not text:
+        return True
+    lowered = text.lower()
+    if lowered == "backward":
+        return True
+    if lowered == "forward":
+        return False
+    raise PlainError(400, f"invalid direction '{text}'")
+
+
+def _step(params: Params, start: int, end: int) -> int:
+    text = params.get("step")
+    if text:
+        step = step_param(text)
+    else:
+        step = max((end - start) // NS // 250, 1) * NS
+    if step <= 0:
+        raise PlainError(400, "zero or negative query resolution step widths are not "
+                              "accepted. Try a positive integer")
+    if (end - start) // step > MAX_POINTS:
+        raise PlainError(400, "exceeded maximum resolution of 11,000 points per time series. "
+                              "Try increasing the value of the step parameter")
+    return step
+
+
+def _interval(params: Params) -> int:
+    text = params.get("interval")
+    if not text:
+        return 0
+    value = step_param(text)
+    if value < 0:
+        raise PlainError(400, "interval must be >= 0")
+    return value
+
+
+def _parse(text: str | None) -> Any:
+    try:
+        return parse_expr(text or "")
+    except ParseError as exc:
+        raise PlainError(400, str(exc)) from None
+
+
+def _check_limit(ctx: Ctx, limit: int) -> None:
+    maximum = ctx.config.limits_config.max_entries_limit_per_query
+    if maximum > 0 and limit > maximum:
+        raise PlainError(400, "max entries limit per query exceeded, limit > "
+                              f"max_entries_limit_per_query ({limit} > {maximum})")
+
+
+def _check_length(ctx: Ctx, start: int, end: int) -> None:
+    maximum = ctx.config.limits_config.max_query_length
+    if maximum > 0 and end - start > maximum:
+        raise PlainError(400, "the query time range exceeds the limit (query length: "
+                              f"{go_duration_str(end - start)}, limit: "
+                              f"{prom_duration_str(maximum)})")
+
+
+def _queue_header(request: Request) -> float:
+    text = request.headers.get("x-query-queue-time")
+    if not text:
+        return 0.0
+    try:
+        return parse_go_duration(text) / 1e9
+    except ValueError:
+        return 0.0
+
+
+def _categorize(request: Request) -> bool:
+    flags = request.headers.get("x-loki-response-encoding-flags", "")
+    return CATEGORIZE in (f.strip() for f in flags.split(","))
+
+
+# -- evaluation ------------------------------------------------------------------------------
+
+async def _evaluate(ctx: Ctx, request: Request, expr: Any, *, start: int, end: int,
+                    limit: int, backward: bool, interval: int, step: int,
+                    instant: bool) -> Response:
+    tenant = ctx.tenant(request)
+    stats = QueryStats(queue_time=_queue_header(request))
+    categorize = _categorize(request)
+    submitted = time.monotonic()
+    timeout = ctx.config.limits_config.query_timeout
+
+    def run(conn: Any) -> tuple[str, list]:
+        began = time.monotonic()
+        stats.queue_time += began - submitted
+        deadline = began + timeout / 1e9 if timeout > 0 else None
+        if isinstance(expr, A.LogQuery):
+            result = evaluate_log_query(conn, tenant, expr, start, end, limit=limit,
+                                        backward=backward, interval_ns=interval,
+                                        deadline=deadline, categorize=categorize,
+                                        stats=stats)
+            return "streams", result
+        return _evaluate_metric(conn, tenant, expr, start, end, step, instant, ctx, stats)
+
+    try:
+        result_type, result = await ctx.db.read(run)
+    except QueryTimeout:
+        raise PlainError(504, TIMEOUT_TEXT) from None
+    except (PipelineError, ParseError) as exc:
+        raise PlainError(400, str(exc)) from None
+    except PlainError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Loki answers internal errors as text
+        log.exception("query failed")
+        raise PlainError(500, str(exc) or type(exc).__name__) from None
+    data: dict[str, Any] = {"resultType": result_type}
+    if categorize and result_type == "streams":
+        data["encodingFlags"] = [CATEGORIZE]
+    data["result"] = result
+    data["stats"] = stats_json(stats)
+    return json_response({"status": "success", "data": data})
+
+
+def _evaluate_metric(conn: Any, tenant: str, expr: Any, start: int, end: int, step: int,
+                     instant: bool, ctx: Ctx, stats: QueryStats) -> tuple[str, Any]:
+    try:
+        from logql.engine_metrics import evaluate_metric
+    except ImportError:
+        raise PlainError(400, "metric queries are not supported yet") from None
+    started = time.perf_counter()
+    out = evaluate_metric(conn, tenant, expr, start_ns=start, end_ns=end, step_ns=step,
+                          instant=instant, limits=ctx.config.limits_config)
+    counts = getattr(out, "stats", None)
+    stats.lines_scanned += getattr(counts, "lines_processed", 0)
+    stats.bytes_scanned += getattr(counts, "bytes_processed", 0)
+    stats.post_filter_lines += getattr(counts, "post_filter_lines", 0)
+    stats.entries_returned += getattr(counts, "entries_returned", 0)
+    stats.exec_time += getattr(counts, "exec_seconds", 0.0) or time.perf_counter() - started
+    return out.result_type, out.result
+
+
+# -- handlers --------------------------------------------------------------------------------
+
+@route("/logstore/api/v1/query_range", http_method=["GET", "POST"])
+async def query_range(request: Request, ctx: Ctx) -> Response:
+    ctx.tenant(request)
+    params = await read_params(request)
+    start, end = time_range(params)
+    limit = limit_param(params)
+    backward = direction_param(params)
+    step = _step(params, start, end)
+    interval = _interval(params)
+    expr = _parse(params.get("query"))
+    if isinstance(expr, A.LogQuery):
+        _check_limit(ctx, limit)
+    _check_length(ctx, start, end)
+    return await _evaluate(ctx, request, expr, start=start, end=end, limit=limit,
+                           backward=backward, interval=interval, step=step, instant=False)
+
+
+@route("/logstore/api/v1/query", http_method=["GET", "POST"])
+async def query(request: Request, ctx: Ctx) -> Response:
+    ctx.tenant(request)
+    params = await read_params(request)
+    text = params.get("time")
+    if text:
+        try:
+            at = parse_timestamp(text)
+        except ValueError as exc:
+            raise PlainError(400, str(exc)) from None
+    else:
+        at = time.time_ns()
+    limit = limit_param(params)
+    backward = direction_param(params)
+    expr = _parse(params.get("query"))
+    if isinstance(expr, A.LogQuery):
+        _check_limit(ctx, limit)
+        # a log query at one instant covers the lookback window up to and including `time`
+        return await _evaluate(ctx, request, expr, start=at - INSTANT_LOOKBACK_NS,
+                               end=at + 1, limit=limit, backward=backward, interval=0,
+                               step=0, instant=True)
+    # a metric query is evaluated once, at `time`
+    return await _evaluate(ctx, request, expr, start=at, end=at, limit=limit,
+                           backward=backward, interval=0, step=0, instant=True)
+
+
+_FORMAT_ERROR = "application/json; charset=utf-8"
+
+
+@route("/logstore/api/v1/format_query", http_method=["GET", "POST"])
+async def format_query(request: Request) -> Response:
+    params = await read_params(request)
+    try:
+        text = pretty_query(params.get("query") or "")
+    except ParseError as exc:
+        body = msgspec.json.encode({"status": "invalid-query", "error": str(exc)}) + b"\n"
+        return Response(content=body, status_code=400, media_type=_FORMAT_ERROR)
+    return json_response({"status": "success", "data": text})
+
+
+handlers: list[Any] = [query_range, query, format_query]
