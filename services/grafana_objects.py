@@ -17,7 +17,7 @@ from services.grafana_auth import new_uid
 from services.grafana_common import (ADMIN, EDIT, VIEW, Caller, GrafanaError, bad_request,
                                      dashboard_not_found, folder_not_found, forbidden, now_text)
 from services.grafana_perms import can_create_in, default_entries, level_of
-from services.grafana_search import folder_url
+from services.grafana_search import folder_url, subject_of
 from services.grafana_slug import slugify
 from storage import grafana as store
 
@@ -345,7 +345,6 @@ def list_folders(conn: sqlite3.Connection, caller: Caller, parent_uid: str | Non
     parent = _folder_parent(conn, caller, parent_uid)
     if parent is not None and level_of(conn, caller, parent) < VIEW:
         raise forbidden()
-    from services.grafana_search import subject_of
     rows = store.root_children(conn, caller.org_id, parent["id"] if parent else None,
                                subject_of(caller), limit, (page - 1) * limit)
     out = []
