@@ -25,6 +25,7 @@ from routes import admin, grafana, meta, push, query
 from routes.errors import EXCEPTION_HANDLERS
 from services.base import ServiceRegistry, State
 from services.context import AppContext
+from services import indexer as fts_indexer
 from services.ingester import Ingester
 from services.metrics import Metrics
 from storage.db import Database, migrate, connect, DB_FILENAME
@@ -32,7 +33,7 @@ from storage.db import Database, migrate, connect, DB_FILENAME
 log = logging.getLogger("logstore")
 
 ROUTE_MODULES = [push, meta, admin, grafana, query]
-SERVICE_NAMES = ["server", "store", "ingester"]
+SERVICE_NAMES = ["server", "store", "ingester", "indexer"]
 
 
 def build_context(cfg: Config) -> AppContext:
@@ -43,6 +44,7 @@ def build_context(cfg: Config) -> AppContext:
     ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
                      services=ServiceRegistry(list(SERVICE_NAMES)))
     grafana.register(ctx)
+    fts_indexer.register(ctx)
     return ctx
 
 

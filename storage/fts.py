@@ -192,6 +192,9 @@ def prefilter(conn: sqlite3.Connection, cnf: Sequence[Sequence[Needle]] | None, 
     ids = candidate_ids(conn, match, max_candidates + 1)
     if len(ids) > max_candidates:
         return None
+    partial = [r[0] for r in conn.execute("SELECT id FROM fts_partial ORDER BY id")]
+    if partial:
+        ids = sorted(set(ids).union(partial))
     return FtsPrefilter(high_water=hw, match=match, ids=ids)
 
 
@@ -215,6 +218,9 @@ def index_batch(conn: sqlite3.Connection, limit: int) -> int:
         return 0
     cur = conn.execute("INSERT INTO entries_fts (rowid, line) "
                        "SELECT id, line FROM entries WHERE id > ? AND id <= ?", (hw, upper))
+    # the index sees a line only up to its first NUL: such rows are always candidates
+    conn.execute("INSERT INTO fts_partial (id) SELECT id FROM entries WHERE id > ? AND id <= ? "
+                 "AND instr(CAST(line AS BLOB), x'00') > 0", (hw, upper))
     added = cur.rowcount
     conn.execute("UPDATE fts_state SET indexed_through = ? WHERE id = 1", (upper,))
     return added
@@ -225,12 +231,11 @@ def unindexed_ids_exist(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM entries WHERE id > ? LIMIT 1", (hw,)).fetchone() is not None
 
 
-def rebuild(conn: sqlite3.Connection) -> int:
-    """Re-create the whole index from entries (repair); return the new high-water mark."""
-    conn.execute("INSERT INTO entries_fts (entries_fts) VALUES ('rebuild')")
-    newest = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
-    conn.execute("UPDATE fts_state SET indexed_through = ? WHERE id = 1", (newest,))
-    return newest
+def reset(conn: sqlite3.Connection) -> None:
+    """Empty the index and its mark (repair): the indexer then rebuilds it from entries."""
+    conn.execute("INSERT INTO entries_fts (entries_fts) VALUES ('delete-all')")
+    conn.execute("DELETE FROM fts_partial")
+    conn.execute("UPDATE fts_state SET indexed_through = 0 WHERE id = 1")
 
 
 def needles_from_texts(texts: Iterable[str], case_insensitive: bool = False) -> list[list[Needle]]:
