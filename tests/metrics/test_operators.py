@@ -196,7 +196,8 @@ def test_golden_range_matrix_and_absent(loaded):
     resp = query_range(loaded, 'rate({app="b"}[1m])', AT - MIN, AT, 30)
     assert _data(resp) == {"resultType": "matrix", "result": [
         {"metric": {"app": "b", "env": "prod"},
-         "values": [[1699999770, "0.03333333333333333"], [1699999800, "0.05"]]}]}
+         "values": [[1699999740, "0.03333333333333333"], [1699999770, "0.05"],
+                    [1699999800, "0.05"]]}]}
 
 
 def test_golden_scalar_and_literal_range(loaded):
