@@ -21,7 +21,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 import config as config_module
 from config import Config, ConfigError
-from routes import admin, grafana, meta, push, query
+from routes import admin, grafana, meta, push, query, tail
 from routes.errors import EXCEPTION_HANDLERS
 from services.base import ServiceRegistry, State
 from services.context import AppContext
@@ -32,7 +32,7 @@ from storage.db import Database, migrate, connect, DB_FILENAME
 
 log = logging.getLogger("logstore")
 
-ROUTE_MODULES = [push, meta, admin, grafana, query]
+ROUTE_MODULES = [push, meta, admin, grafana, query, tail]
 SERVICE_NAMES = ["server", "store", "ingester", "indexer"]
 
 
