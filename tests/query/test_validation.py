@@ -1,0 +1,148 @@
+"""Parameter validation of query/query_range (texts and order of http-api.md §4.1/§4.2),
+format_query, and dispatching of metric queries."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.query.conftest import QUERY, QUERY_RANGE
+
+FORMAT = "/logstore/api/v1/format_query"
+OK = '{app="a"}'
+
+
+def error(client, path=QUERY_RANGE, method="GET", **params) -> tuple[int, str]:
+    if method == "GET":
+        r = client.get(path, params=params)
+    else:
+        r = client.post(path, data=params)
+    assert r.headers["content-type"] == "text/plain; charset=utf-8", r.text
+    return r.status_code, r.text
+
+
+@pytest.mark.parametrize("params, text", [
+    ({"start": "abc"}, 'could not parse \'start\' parameter: strconv.ParseInt: parsing "abc": '
+                       "invalid syntax"),
+    ({"end": "noon"}, 'could not parse \'end\' parameter: strconv.ParseInt: parsing "noon": '
+                      "invalid syntax"),
+    ({"since": "5x"}, 'could not parse \'since\' parameter: not a valid duration string: "5x"'),
+    ({"start": "20", "end": "10"}, "end timestamp must not be before or equal to start time"),
+    ({"limit": "x"}, 'strconv.Atoi: parsing "x": invalid syntax'),
+    ({"limit": "0"}, "limit must be a positive value"),
+    ({"limit": "-3"}, "limit must be a positive value"),
+    ({"direction": "sideways"}, "invalid direction 'sideways'"),
+    ({"step": "soon"}, 'cannot parse "soon" to a valid duration'),
+    ({"step": "0"}, "zero or negative query resolution step widths are not accepted. "
+                    "Try a positive integer"),
+    ({"start": "0", "end": "11001", "step": "1"},
+     "exceeded maximum resolution of 11,000 points per time series. "
+     "Try increasing the value of the step parameter"),
+    ({"interval": "often"}, 'cannot parse "often" to a valid duration'),
+    ({"interval": "-1"}, "interval must be >= 0"),
+    ({"query": '{app="a"'}, "parse error at line 1, col 9: syntax error: unexpected $end, "
+                            "expecting } or ,"),
+    ({"query": ""}, "parse error at line 1, col 1: syntax error: unexpected $end"),
+    ({"limit": "5001"}, "max entries limit per query exceeded, limit > "
+                        "max_entries_limit_per_query (5001 > 5000)"),
+    ({"start": "1000000000", "end": "1002700000"},
+     "the query time range exceeds the limit (query length: 750h0m0s, limit: 30d1h)"),
+])
+def test_query_range_errors(client, params, text):
+    params = {"query": OK, **params}
+    assert error(client, **params) == (400, text)
+    assert error(client, method="POST", **params) == (400, text)
+
+
+def test_validation_order(client):
+    # every parameter is bad: the first in Loki's order is reported
+    bad = {"query": "{", "start": "x", "limit": "y", "direction": "z", "interval": "w"}
+    assert error(client, **bad)[1].startswith("could not parse 'start' parameter")
+    bad.pop("start")
+    assert error(client, **bad)[1] == 'strconv.Atoi: parsing "y": invalid syntax'
+    bad.pop("limit")
+    assert error(client, **bad)[1] == "invalid direction 'z'"
+    bad.pop("direction")
+    assert error(client, **bad)[1] == 'cannot parse "w" to a valid duration'
+    bad.pop("interval")
+    assert error(client, **bad)[1].startswith("parse error at line 1, col 2")
+
+
+def test_max_entries_applies_to_log_queries_only_and_follows_config(make_client):
+    c = make_client({"limits_config": {"max_entries_limit_per_query": 10}})
+    assert error(c, query=OK, limit="11") == (
+        400, "max entries limit per query exceeded, limit > max_entries_limit_per_query "
+             "(11 > 10)")
+    assert c.get(QUERY_RANGE, params={"query": OK, "limit": "10"}).status_code == 200
+
+
+def test_pipeline_build_error_is_400(client):
+    status, text = error(client, query='{app="a"} | line_format "{{.a"')
+    assert status == 400 and text
+
+
+def test_instant_query_errors(client):
+    assert error(client, QUERY, query=OK, time="noon") == (
+        400, 'strconv.ParseInt: parsing "noon": invalid syntax')
+    assert error(client, QUERY, query=OK, limit="0") == (400, "limit must be a positive value")
+    assert error(client, QUERY, query=OK, direction="up") == (400, "invalid direction 'up'")
+    assert error(client, QUERY, query=OK, limit="6000") == (
+        400, "max entries limit per query exceeded, limit > max_entries_limit_per_query "
+             "(6000 > 5000)")
+
+
+def test_equal_start_and_end_is_allowed(client):
+    r = client.get(QUERY_RANGE, params={"query": OK, "start": "10", "end": "10"})
+    assert r.status_code == 200
+    assert r.json()["data"]["result"] == []
+
+
+def test_auth_enabled_requires_org_id(make_client):
+    c = make_client({"auth_enabled": True})
+    r = c.get(QUERY_RANGE, params={"query": OK})
+    assert (r.status_code, r.text) == (401, "no org id")
+
+
+def test_tenants_do_not_see_each_other(make_client):
+    from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+
+    c = make_client({"auth_enabled": True})
+    r = c.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns()), "secret"]]),
+               headers={**JSON_HEADERS, "X-Scope-OrgID": "t1"})
+    assert r.status_code == 204
+    for tenant, n in (("t1", 1), ("t2", 0)):
+        r = c.get(QUERY_RANGE, params={"query": OK}, headers={"X-Scope-OrgID": tenant})
+        assert sum(len(s["values"]) for s in r.json()["data"]["result"]) == n
+
+
+def test_format_query(client):
+    r = client.get(FORMAT, params={"query": 'sum by (level) (rate({app="foo"}[5m]))'})
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/json; charset=UTF-8"
+    assert r.text == '{"status":"success","data":"sum by (level)(rate({app=\\"foo\\"}[5m]))"}'
+    r = client.post(FORMAT, data={"query": '{app="foo"} |= "x" | logfmt'})
+    assert r.json() == {"status": "success", "data": '{app="foo"} |= "x" | logfmt'}
+
+
+def test_format_query_error_is_json(client):
+    r = client.get(FORMAT, params={"query": '{app="foo"'})
+    assert r.status_code == 400
+    assert r.headers["content-type"] == "application/json; charset=utf-8"
+    assert r.text == ('{"status":"invalid-query","error":"parse error at line 1, col 11: '
+                      'syntax error: unexpected $end, expecting } or ,"}\n')
+
+
+def test_metric_query_goes_to_the_metric_engine(client):
+    r = client.get(QUERY_RANGE, params={"query": 'count_over_time({app="a"}[1m])',
+                                        "start": "1700000000", "end": "1700000060"})
+    try:
+        import logql.engine_metrics  # noqa: F401
+    except ImportError:
+        assert (r.status_code, r.text) == (400, "metric queries are not supported yet")
+        return
+    assert r.status_code == 200, r.text
+    data = r.json()["data"]
+    assert data["resultType"] == "matrix" and "stats" in data
+    r = client.get(QUERY, params={"query": "1 + 1", "time": "1700000000"})
+    assert r.status_code == 200, r.text
+    assert r.json()["data"]["resultType"] == "scalar"
+    assert r.json()["data"]["result"] == [1700000000, "2"]
