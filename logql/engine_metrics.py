@@ -29,7 +29,7 @@ from logql.engine_binary import eval_binary
 from logql.engine_common import (
     LabelKey, NS, ScanStats, Scalar, StepVectors, series_limit_error,
 )
-from logql.engine_range import eval_range_aggregation
+from logql.engine_range import eval_range_aggregation, eval_summed_counts
 from logql.engine_vector import eval_label_replace, eval_vector_aggregation
 from logql.format_go import format_float_f
 from services.errors import PlainError
@@ -141,6 +141,9 @@ class Evaluator:
         if isinstance(node, A.RangeAggregation):
             return eval_range_aggregation(self.conn, self.tenant, node, self.steps, self.stats)
         if isinstance(node, A.VectorAggregation):
+            fast = eval_summed_counts(self.conn, self.tenant, node, self.steps, self.stats)
+            if fast is not None:
+                return fast
             return eval_vector_aggregation(node, self.eval(node.expr), self.steps)
         if isinstance(node, A.BinaryOp):
             return eval_binary(node, self.eval(node.lhs), self.eval(node.rhs))

@@ -55,6 +55,16 @@ WHERE stream_id IN (SELECT value FROM json_each(?3)) AND minute >= ?1 AND minute
 GROUP BY 1, 3, 2
 """
 
+# The same, summed over groups of streams (`[[stream_id, group], ...]`): for `sum by (...)`
+# over stream labels, where the metadata split does not matter.
+_GROUPED_GRID_SQL = """
+WITH g(sid, grp) AS (SELECT value ->> 0, value ->> 1 FROM json_each(?3))
+SELECT g.grp, (r.minute - ?1) / ?2, sum(r.lines), sum(r.bytes)
+FROM g CROSS JOIN rollups r
+WHERE r.stream_id = g.sid AND r.minute >= ?1 AND r.minute < ?4
+GROUP BY 1, 2
+"""
+
 # Entries exactly at given timestamps (window edges that fall on a minute boundary).
 _AT_SQL = """
 SELECT stream_id, coalesce(metadata, ''), ts, count(*), {bytes}
@@ -74,6 +84,16 @@ def rollup_grid(conn: sqlite3.Connection, stream_ids: Sequence[int], origin: int
         return iter(())
     return conn.execute(_GRID_SQL, (origin, width, json.dumps(list(stream_ids)),
                                     origin + buckets * width))
+
+
+def grouped_rollup_grid(conn: sqlite3.Connection, groups: dict[int, int], origin: int,
+                        width: int, buckets: int) -> Iterator[tuple[int, int, int, int]]:
+    """Like `rollup_grid`, summed per group: `groups` maps stream id -> group number; rows are
+    `(group, bucket, lines, bytes)`."""
+    if not groups or buckets <= 0:
+        return iter(())
+    return conn.execute(_GROUPED_GRID_SQL, (origin, width, json.dumps(list(groups.items())),
+                                            origin + buckets * width))
 
 
 def entries_at(conn: sqlite3.Connection, stream_ids: Sequence[int], timestamps: Sequence[int],

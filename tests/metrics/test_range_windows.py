@@ -153,3 +153,19 @@ def test_stats_and_limit_ignored(loaded):
     summary = data["stats"]["summary"]
     assert summary["totalLinesProcessed"] > 0
     assert summary["totalEntriesReturned"] == 1
+
+
+@pytest.mark.parametrize("step_s", [300, 60, 345])
+@pytest.mark.parametrize("fn,sample", [("count_over_time", _count), ("bytes_over_time", _bytes)])
+@pytest.mark.parametrize("by", ["app", "", "env"])   # env: missing on one stream
+def test_sum_by_stream_labels(loaded, step_s, fn, sample, by):
+    start, end = T0 + 10 * MIN, T0 + 70 * MIN
+    steps = aligned_steps(start, end, step_s * NS)
+
+    def grouped(r):
+        _, v = sample(r)
+        return tuple((k, val) for k, val in sorted(r.labels.items()) if k == by), v
+    want = reference(ROWS, steps, 5 * MIN, f_sum, sample=grouped)
+    got = matrix(query_range(loaded, f'sum by ({by}) ({fn}({{app=~".+"}}[5m]))', start, end,
+                             step_s))
+    assert_same(got, want)
