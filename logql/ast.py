@@ -208,8 +208,10 @@ class BytesLabelFilter:
     value: int
 
     def __str__(self) -> str:
-        # Lossy like Loki's printer (humanize.Bytes): 200MiB prints as 210MB.
-        return self.name + self.op + humanize_bytes(self.value)
+        # Lossy like Loki's printer (humanize.Bytes): 200MiB prints as 210MB. Zero is the
+        # exception: Loki's "0B" does not lex back (0B starts a Go binary literal).
+        v = humanize_bytes(self.value) if self.value else "0kB"
+        return self.name + self.op + v
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,15 +108,15 @@ class VectorMatching:
     card: str = CARD_ONE_TO_ONE
     include: tuple[str, ...] = ()
 
-    def group_text(self) -> str:
+    def group_text(self, sep: str = ",", force_parens: bool = False) -> str:
         if self.card == CARD_MANY_TO_ONE:
             g = "group_left"
         elif self.card == CARD_ONE_TO_MANY:
             g = "group_right"
         else:
             return ""
-        if self.include:
-            g += " (" + ",".join(self.include) + ")"
+        if self.include or force_parens:
+            g += " (" + sep.join(self.include) + ")"
         return g
 
 
@@ -133,8 +133,10 @@ class BinaryOp:
         m = self.matching
         if m is not None:
             # A one-to-one match leaves an empty group part: Loki prints two spaces there.
+            # A bare group_left before a parenthesised operand would read that operand as its
+            # label list, so "()" is written out in that case.
             op += " " + ("on" if m.on else "ignoring") + " (" + sep.join(m.labels) + ") " + \
-                m.group_text()
+                m.group_text(sep, type(self.rhs) is BinaryOp)
         return op
 
     def __str__(self) -> str:

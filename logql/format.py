@@ -7,7 +7,7 @@ over lines with two-space indentation, the way Loki's ``syntax.Prettify`` does.
 from __future__ import annotations
 
 from logql import ast as A
-from logql.format_go import format_float_f, go_quote, prom_duration_str
+from logql.format_go import format_float_f, go_duration_str, go_quote, prom_duration_str
 from logql.parser import parse_expr
 
 MAX_CHARS = 100
@@ -37,14 +37,22 @@ def pretty(node, level: int = 0) -> str:
     if t is A.VectorAggregation:
         return _vector_agg(node, level)
     if t is A.BinaryOp:
-        return (pretty(node.lhs, level + 1) + "\n" + _ind(level) + _op_text(node) + "\n"
-                + pretty(node.rhs, level + 1))
+        return (_operand(node.lhs, level + 1) + "\n" + _ind(level) + _op_text(node) + "\n"
+                + _operand(node.rhs, level + 1))
     if t is A.LabelReplace:
         args = [pretty(node.expr, level + 1)] + [
             _ind(level + 1) + go_quote(v)
             for v in (node.dst, node.replacement, node.src, node.regex)]
         return "label_replace(\n" + ",\n".join(args) + "\n" + _ind(level) + ")"
     return _ind(level) + s
+
+
+def _operand(node, level: int) -> str:
+    """A binary operand. Loki drops the parentheses of a nested operation that it splits,
+    which changes precedence when the text is parsed again; logstore keeps them."""
+    if type(node) is A.BinaryOp and len(str(node)) > MAX_CHARS:
+        return _ind(level) + "(\n" + pretty(node, level + 1) + "\n" + _ind(level) + ")"
+    return pretty(node, level)
 
 
 def _log_query(node: A.LogQuery, level: int) -> str:
@@ -90,15 +98,22 @@ def _log_range(node: A.LogRange, level: int) -> str:
     s += " [" + prom_duration_str(node.range_ns) + "]"
     if node.offset_ns:
         off = node.offset_ns
-        s += " offset " + ("-" + prom_duration_str(-off) if off < 0 else prom_duration_str(off))
+        # Prometheus form as Loki prints it; a negative one only lexes in Go's form (the
+        # lexer reads "-5d" as minus and a duration).
+        s += " offset " + (go_duration_str(off) if off < 0 else prom_duration_str(off))
     return s
 
 
-def _grouping(g: A.Grouping | None) -> str:
+def _grouping(g: A.Grouping | None, keep_empty_by: bool = False) -> str:
     if g is None:
         return ""
+    if keep_empty_by and not g.labels:
+        # "avg_over_time(...) by ()" merges all series, unlike no grouping at all
+        return " by ()" if not g.without else " without ()"
     if g.without:
-        return " without (" + ", ".join(g.labels) + ")" if g.labels else " without"
+        # Loki prints a bare " without" for an empty list, which does not parse back;
+        # keep the parentheses so that format_query output is always a valid query.
+        return " without (" + ", ".join(g.labels) + ")"
     return " by (" + ", ".join(g.labels) + ")" if g.labels else ""
 
 
@@ -107,7 +122,7 @@ def _range_agg(node: A.RangeAggregation, level: int) -> str:
     if node.param is not None:
         s += _ind(level + 1) + format_float_f(node.param) + ",\n"
     s += pretty(node.log_range, level + 1) + "\n" + _ind(level) + ")"
-    return s + _grouping(node.grouping)
+    return s + _grouping(node.grouping, True)
 
 
 def _vector_agg(node: A.VectorAggregation, level: int) -> str:
@@ -123,10 +138,10 @@ def _op_text(node: A.BinaryOp) -> str:
     op = node.op + " bool" if node.bool_modifier else node.op
     m = node.matching
     if m is not None:
-        if m.labels:
-            op += " " + ("on" if m.on else "ignoring") + " (" + ", ".join(m.labels) + ")"
-        g = m.group_text()
+        # Loki omits an empty "on ()" here, which changes the meaning (and leaves a bare
+        # group_left unparseable); logstore always prints the matching clause.
+        op += " " + ("on" if m.on else "ignoring") + " (" + ", ".join(m.labels) + ")"
+        g = m.group_text(", ", type(node.rhs) is A.BinaryOp)
         if g:
-            op += " " + (g.split(" (")[0] + " (" + ", ".join(m.include) + ")"
-                         if m.include else g)
+            op += " " + g
     return op

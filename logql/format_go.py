@@ -186,10 +186,13 @@ _SI_SIZES = ("B", "kB", "MB", "GB", "TB", "PB", "EB")
 
 
 def humanize_bytes(n: int) -> str:
-    """go-humanize ``Bytes(n)`` with the space removed (what Loki prints for bytes filters)."""
+    """go-humanize ``Bytes(n)`` with the space removed (what Loki prints for bytes filters).
+
+    Above 1000TB the value stays in TB: Loki's ``1.0PB``/``1.0EB`` cannot be read back by its
+    own lexer (Go's scanner takes ``P``/``E`` for an exponent)."""
     if n < 10:
         return "%dB" % n
-    e = math.floor(math.log(n) / math.log(1000))
+    e = min(math.floor(math.log(n) / math.log(1000)), 4)
     suffix = _SI_SIZES[int(e)]
     val = math.floor(n / (1000 ** e) * 10 + 0.5) / 10
     if val < 10:
