@@ -45,7 +45,6 @@ def _rfc3339(ns: int) -> str:
 
 @dataclass
 class _Pending:
-    arrived: float            # monotonic seconds
     sid: int
     labels: dict[str, str]
     ts: int
@@ -82,7 +81,6 @@ class Tailer:
 
     # -- producer side (event loop, called by the hub after each commit) ---------------------
     def offer(self, written: Iterable[tuple[int, dict[str, str], list[tuple]]]) -> None:
-        now = time.monotonic()
         for sid, labels, rows in written:
             if not self._selects(sid, labels):
                 continue
@@ -92,7 +90,7 @@ class Tailer:
                         or self._pending_bytes + size > self.max_pending_bytes):
                     self._drop(sid, labels, ts, line, md)
                     continue
-                self._pending.append(_Pending(now, sid, labels, ts, line, md))
+                self._pending.append(_Pending(sid, labels, ts, line, md))
                 self._pending_bytes += size
         if self._pending or self._dropped:
             self._wake.set()
@@ -114,9 +112,13 @@ class Tailer:
 
     # -- consumer side -------------------------------------------------------------------------
     async def next_frames(self) -> list[dict] | None:
-        """Wait for entries that are due (arrived at least `delay` ago) or dropped-entry
-        reports; return them as frames (possibly none when everything was filtered out).
-        None once the hub closed the session (server stopping)."""
+        """Wait for entries that are due or for dropped-entry reports; return them as frames
+        (possibly none when the pipeline filtered everything out). None once the hub closed
+        the session (server stopping).
+
+        With `delay_for`, an entry is due once its own timestamp is `delay` in the past (as
+        Loki does it), and due entries go out in timestamp order: a writer that is a little
+        late still lands in order."""
         while True:
             if self.closed:
                 return None
@@ -124,20 +126,23 @@ class Tailer:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            if self._pending and self.delay > 0:
-                due = self._pending[0].arrived + self.delay
-                wait = due - time.monotonic()
-                if wait > 0 and not self._dropped:
-                    await asyncio.sleep(wait)
+            if self._pending and self.delay > 0 and not self._dropped:
+                oldest = min(p.ts for p in self._pending)
+                wait = (oldest + self.delay * 1e9 - time.time_ns()) / 1e9
+                if wait > 0:
+                    self._wake.clear()
+                    try:  # a drop report (or close) cuts the wait short
+                        await asyncio.wait_for(self._wake.wait(), wait)
+                    except asyncio.TimeoutError:
+                        pass
                     continue
             break
-        cutoff = time.monotonic() - self.delay
-        take = 0
-        for item in self._pending:
-            if item.arrived > cutoff:
-                break
-            take += 1
-        batch, self._pending = self._pending[:take], self._pending[take:]
+        if self.delay > 0:
+            cutoff = time.time_ns() - int(self.delay * 1e9)
+            batch = [p for p in self._pending if p.ts <= cutoff]
+            self._pending = [p for p in self._pending if p.ts > cutoff]
+        else:
+            batch, self._pending = self._pending, []
         self._pending_bytes -= sum(len(p.line) for p in batch)
         dropped, self._dropped = self._dropped, []
         if len(batch) >= THREAD_BATCH_ROWS:
@@ -161,8 +166,7 @@ class Tailer:
                     self._sent_history.discard(mark)
                     continue
             out.append((p.ts, line, key, extra))
-        if self.delay > 0:
-            out.sort(key=lambda e: e[0])  # late writers: the delay lets them be ordered
+        out.sort(key=lambda e: e[0])  # stable: same-timestamp entries keep arrival order
         return out
 
     def _run_pipeline(self, pipes: dict, sid: int, labels: dict[str, str], ts: int, line: str,
