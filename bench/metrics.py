@@ -117,7 +117,8 @@ def main() -> None:
                 times.append(took)
             summary = body["data"]["stats"]["summary"]
             series = len(body["data"]["result"])
-            rows.append([name, f"`{query}`", step if step is not None else "default",
+            cell = lambda text: text.replace("|", "\\|")  # noqa: E731 (markdown table)
+            rows.append([cell(name), f"`{cell(query)}`", step if step is not None else "default",
                          f"{statistics.median(times) * 1000:.0f} ms",
                          f"{min(times) * 1000:.0f} ms", series,
                          f"{summary['totalLinesProcessed']:,}"])
