@@ -188,7 +188,8 @@ class NumericLabelFilter:
     value: float
 
     def __str__(self) -> str:
-        return self.name + self.op + format_float_f(self.value)
+        # "-0" would lex as a DURATION (Go parses "-0" as a duration), so print 0 for -0.0.
+        return self.name + self.op + format_float_f(self.value or 0.0)
 
 
 @dataclass(frozen=True, slots=True)

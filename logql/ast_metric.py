@@ -170,7 +170,8 @@ class NumberLiteral:
     value: float
 
     def __str__(self) -> str:
-        return format_float_v(self.value)
+        # Go prints -0.0 as "-0", which its lexer reads as a DURATION; 0 is the same number.
+        return format_float_v(self.value or 0.0)
 
 
 SampleExpr = Union[

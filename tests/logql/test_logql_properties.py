@@ -170,7 +170,7 @@ def range_aggs(draw):
         op = draw(st.sampled_from(NO_UNWRAP))
     rng = draw(st.integers(0, 10**12)) * 1_000_000
     # the pretty form prints offsets in Prometheus' millisecond format (spec §9.2)
-    off = draw(st.one_of(st.just(0), st.integers(-(2**63) // 10**6, (2**63 - 1) // 10**6)))
+    off = draw(st.one_of(st.just(0), st.integers(-(2**63 // 10**6), (2**63 - 1) // 10**6)))
     off *= 1_000_000
     lr = A.LogRange(draw(log_queries()), rng, off, unwrap)
     param = draw(st.floats(0, 1)) if op == "quantile_over_time" else None
