@@ -59,6 +59,8 @@ _ONE_CHAR = frozenset("{}(),.=|+-*/%^><]")
 _FLAGS = frozenset(("--strict", "--keep-empty"))
 
 _WS = re.compile(r"[ \t\r\n]*")
+_FAST = re.compile(r'(?P<w>[ \t\r]+)|(?P<n>\n)|(?P<i>[^\W\d]\w*)|(?P<s>"[^"\\\n]*")'
+                   r'|(?P<o>=~|!~|!=|==|>=|<=|\|=|\|~|\|>|!>)|(?P<p>[{}(),=|+*/%^><\]])')
 _IDENT = re.compile(r"[^\W\d]\w*")
 _DQ_PLAIN = re.compile(r'[^"\\\n]*')
 _DUR_RUN = re.compile(r"[\d.nuµmshdwy]*")
@@ -269,7 +271,44 @@ def tokenize(text: str) -> list[Token]:
     m = _SURROGATE.search(text)
     if m:
         bad = m.start()
+    fast = _FAST.match if bad < 0 else None
     while True:
+        if fast is not None:
+            # Fast path for the common tokens; everything else (numbers, escapes, ranges,
+            # comments, '-', errors, end of input) goes through the general code below.
+            m = fast(text, i)
+            if m is not None:
+                j = m.end()
+                g = m.lastgroup
+                if g == "w":
+                    i = j
+                    continue
+                if g == "n":
+                    line += 1
+                    ls = i = j
+                    continue
+                col = i - ls + 1
+                if g == "i":
+                    word = text[i:j]
+                    low = word.lower()
+                    fk = FUNCTION_WORDS.get(low)
+                    if fk is not None and _is_function(text, j):
+                        kind = fk
+                    elif low in KEYWORDS:
+                        kind = low
+                    else:
+                        kind = "IDENTIFIER"
+                    append(Token(kind, word, word, line, col))
+                elif g == "s":
+                    append(Token("STRING", text[i:j], text[i + 1:j - 1], line, col))
+                elif g == "o":
+                    op = text[i:j]
+                    append(Token(op, op, None, 0, col))
+                else:
+                    c = text[i]
+                    append(Token(c, c, c, line, col))
+                i = j
+                continue
         # whitespace and comments
         while True:
             j = _WS.match(text, i).end()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from logql import ast as A
 from logql.errors import ERR_EMPTY_MATCHERS, ParseError
 from logql.format_go import go_quote
 from logql.parser_regex import capture_names, go_regex_error, num_groups
@@ -115,8 +116,6 @@ def _check_selector(sel) -> None:
 def validate(expr, deferred: dict) -> None:
     """Loki's ``validateExpr``: deferred constructor errors and the selector rule, in tree
     order (left leg first)."""
-    from logql import ast as A
-
     t = type(expr)
     if t is A.LogQuery:
         _check_selector(expr.selector)
@@ -148,8 +147,6 @@ def _stage_error(stage, detail: str) -> ParseError:
 
 def check_stage(stage) -> None:
     """Errors Loki raises when it builds the pipeline (spec §3, last table)."""
-    from logql import ast as A
-
     t = type(stage)
     if t is A.LineFilter:
         for f in (stage,) + stage.alternatives:
@@ -180,8 +177,6 @@ def check_stage(stage) -> None:
 
 
 def _check_label_filter(stage, f) -> None:
-    from logql import ast as A
-
     if type(f) in (A.AndLabelFilter, A.OrLabelFilter):
         _check_label_filter(stage, f.left)
         _check_label_filter(stage, f.right)
@@ -192,8 +187,6 @@ def _check_label_filter(stage, f) -> None:
 
 
 def check_stages(expr) -> None:
-    from logql import ast as A
-
     t = type(expr)
     if t is A.LogQuery:
         for s in expr.stages:
