@@ -109,3 +109,28 @@ def test_partly_indexed_data_answers_like_a_full_scan(make_client):
         got, full = search(db_path(client), needle)
         assert got == full
         assert any(i <= 1000 for i in full) and any(i > 1000 for i in full)
+
+
+def test_query_range_over_indexed_and_unindexed_rows_matches_a_full_scan(make_client):
+    """What a user sees: query_range with needles answers exactly the lines that contain
+    them, whether the rows are in the index, in the unindexed tail, or both."""
+    client = make_client(OLD)
+    lines = loghub_lines("Linux")
+    base = now_ns() - 3600 * 10**9
+    push_lines(client, {"job": "linux"}, lines[:1200], base)
+    catch_up(client)
+    client.blocking_portal.call(client.app.state.ctx.extras["indexer"].stop)
+    push_lines(client, {"job": "linux"}, lines[1200:], base + 1200)
+    assert status(client)["indexed_through"] == 1200
+    cases = [('|= "authentication failure"', lambda l: "authentication failure" in l),
+             ('|~ "(?i)CUPSD"', lambda l: "cupsd" in l.lower()),
+             ('|= "session opened" |= "root"', lambda l: "session opened" in l and "root" in l),
+             ('|= "ab"', lambda l: "ab" in l)]
+    for pipeline, keep in cases:
+        r = client.get("/logstore/api/v1/query_range", params={
+            "query": '{job="linux"} ' + pipeline, "start": str(base - 1),
+            "end": str(base + 10**9), "limit": "5000", "direction": "forward"})
+        assert r.status_code == 200, r.text
+        got = [v[1] for s in r.json()["data"]["result"] for v in s["values"]]
+        expected = [l for l in lines if keep(l)]
+        assert sorted(got) == sorted(expected) and expected, pipeline
