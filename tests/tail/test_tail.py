@@ -218,3 +218,30 @@ def test_tenants_do_not_see_each_other(make_server):
         assert info.value.response.status_code == 401
         assert bytes(info.value.response.body) == b"no org id"
     run(main())
+
+
+def test_a_client_that_does_not_read_gets_dropped_entries(srv):
+    """The client stops reading (its library buffers one frame, then TCP fills up): the
+    server keeps a bounded backlog and reports what it had to drop."""
+    async def main():
+        url = ws_url(srv, query='{job="slow"}')
+        async with websockets.connect(url, max_queue=1, max_size=2**24) as ws:
+            for batch in range(12):
+                await push(srv, {"job": "slow"},
+                           [f"{batch}-{i} " + "x" * 4000 for i in range(1000)])
+            # every line is either delivered or reported (12,000 drops stay under the
+            # 10,000-record cap because the buffer and the socket hold thousands)
+            received, dropped = 0, []
+            deadline = time.monotonic() + 30
+            while received + len(dropped) < 12_000:
+                frame = json.loads(await asyncio.wait_for(ws.recv(),
+                                                          deadline - time.monotonic()))
+                received += sum(len(s["values"]) for s in frame["streams"])
+                dropped += frame.get("dropped_entries", [])
+            assert dropped and received + len(dropped) == 12_000
+            assert all(d["labels"]["job"] == "slow" and int(d["timestamp"]) > 0 for d in dropped)
+            # the session is still alive and delivers new lines
+            await push(srv, {"job": "slow"}, ["after the storm"])
+            got = await entries_until(ws, 1)
+            assert got[0][1][1] == "after the storm"
+    run(main())
