@@ -238,6 +238,20 @@ def reset(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE fts_state SET indexed_through = 0 WHERE id = 1")
 
 
+def rebuild(conn: sqlite3.Connection) -> int:
+    """Re-create the whole index from entries in this transaction; return the new mark.
+
+    For repairs and tests; the indexer does the same work in small batches."""
+    reset(conn)
+    newest = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+    if newest:
+        conn.execute("INSERT INTO entries_fts (rowid, line) SELECT id, line FROM entries")
+        conn.execute("INSERT INTO fts_partial (id) SELECT id FROM entries "
+                     "WHERE instr(CAST(line AS BLOB), x'00') > 0")
+        conn.execute("UPDATE fts_state SET indexed_through = ? WHERE id = 1", (newest,))
+    return newest
+
+
 def needles_from_texts(texts: Iterable[str], case_insensitive: bool = False) -> list[list[Needle]]:
     """Convenience: every text must occur (one single-needle clause per text)."""
     return [[(t, case_insensitive)] for t in texts]
