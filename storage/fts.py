@@ -27,13 +27,17 @@ read transaction (`BEGIN` ... `COMMIT` on the reader connection) for a single sn
 without one the result is still correct (the mark is read before the index and only rises),
 except for ids reused after a concurrent delete of the newest rows.
 
-Writer side (the indexer): `index_batch(conn, limit)` inside `Database.write`.
+Writer side, inside `Database.write`: `index_batch(conn, limit)` (the indexer's step),
+`reset(conn)` (empty the index; the indexer rebuilds it), `rebuild(conn)` (all at once).
+Lines holding a NUL character are indexed only up to it (FTS5 reads C strings); their ids
+are kept in `fts_partial` and always returned as candidates.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -78,7 +82,6 @@ class FtsPrefilter:
 
 
 def _contains_sorted(ids: list[int], value: int) -> bool:
-    from bisect import bisect_left
     i = bisect_left(ids, value)
     return i < len(ids) and ids[i] == value
 
