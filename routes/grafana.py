@@ -7,18 +7,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from litestar.params import FromPath
 from litestar import Request, Response, Router, delete, get, post, put
 from litestar.di import Provide
 from litestar.exceptions import HTTPException
 
 from routes import grafana_identity
-from routes.grafana_common import body_of, ok, write
+from routes.grafana_common import CallerDep, body_of, ok, write
 from services import grafana_objects as objects
 from services import grafana_perms as perms
 from services import grafana_search as search_svc
 from services.grafana_auth import authenticate
 from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError, parse_int
-from services.context import AppContext
+from services.context import AppContext, Ctx
 from storage import grafana as store
 
 log = logging.getLogger("logstore.grafana")
@@ -41,7 +42,7 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
 
 
 
-async def provide_caller(request: Request, ctx: AppContext) -> Caller:
+async def provide_caller(request: Request, ctx: Ctx) -> Caller:
     return await ctx.db.read(authenticate, request.headers.get("authorization"),
                              request.headers.get("x-grafana-org-id"))
 
@@ -57,7 +58,7 @@ def _ping(conn: Any) -> None:
 
 
 @get(["/health", "/health/"])
-async def health(ctx: AppContext) -> Response:
+async def health(ctx: Ctx) -> Response:
     try:
         await ctx.db.read(_ping)
     except Exception:  # noqa: BLE001 - any database failure means "failing"
@@ -75,18 +76,18 @@ async def frontend_settings() -> Response:
 
 # -- search, tags, stars ---------------------------------------------------------------------
 @get(["/search", "/search/"])
-async def search(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def search(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     params = search_svc.parse(query_of(request))
     return ok(await ctx.db.read(search_svc.run, caller, params))
 
 
 @get(["/search/sorting", "/search/sorting/"])
-async def search_sorting(caller: Caller) -> Response:
+async def search_sorting(caller: CallerDep) -> Response:
     return ok(search_svc.SORT_OPTIONS)
 
 
 @get(["/dashboards/tags", "/dashboards/tags/"])
-async def dashboard_tags(ctx: AppContext, caller: Caller) -> Response:
+async def dashboard_tags(ctx: Ctx, caller: CallerDep) -> Response:
     return ok(await ctx.db.read(store.tag_cloud, caller.org_id))
 
 
@@ -97,56 +98,56 @@ def _star(conn: Any, caller: Caller, on: bool, uid: str | None, raw_id: str | No
 
 @post(["/user/stars/dashboard/uid/{uid:str}", "/user/stars/dashboard/uid/{uid:str}/"],
       status_code=200)
-async def star_uid(ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def star_uid(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     await write(ctx, _star, caller, True, uid, None)
     return ok({"message": "Dashboard starred!"})
 
 
 @delete(["/user/stars/dashboard/uid/{uid:str}", "/user/stars/dashboard/uid/{uid:str}/"],
         status_code=200)
-async def unstar_uid(ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def unstar_uid(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     await write(ctx, _star, caller, False, uid, None)
     return ok({"message": "Dashboard unstarred"})
 
 
 @post(["/user/stars/dashboard/{dash_id:str}", "/user/stars/dashboard/{dash_id:str}/"],
       status_code=200)
-async def star_id(ctx: AppContext, caller: Caller, dash_id: str) -> Response:
+async def star_id(ctx: Ctx, caller: CallerDep, dash_id: FromPath[str]) -> Response:
     await write(ctx, _star, caller, True, None, dash_id)
     return ok({"message": "Dashboard starred!"})
 
 
 @delete(["/user/stars/dashboard/{dash_id:str}", "/user/stars/dashboard/{dash_id:str}/"],
         status_code=200)
-async def unstar_id(ctx: AppContext, caller: Caller, dash_id: str) -> Response:
+async def unstar_id(ctx: Ctx, caller: CallerDep, dash_id: FromPath[str]) -> Response:
     await write(ctx, _star, caller, False, None, dash_id)
     return ok({"message": "Dashboard unstarred"})
 
 
 @get(["/user/stars", "/user/stars/"])
-async def user_stars(ctx: AppContext, caller: Caller) -> Response:
+async def user_stars(ctx: Ctx, caller: CallerDep) -> Response:
     return ok(await ctx.db.read(store.starred_uids, caller.user_id))
 
 
 # -- dashboards ---------------------------------------------------------------------------
 @post(["/dashboards/db", "/dashboards/db/"], status_code=200)
-async def save_dashboard(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def save_dashboard(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, objects.SaveDashboard)
     return ok(await write(ctx, objects.save_dashboard, caller, body))
 
 
 @get(["/dashboards/uid/{uid:str}", "/dashboards/uid/{uid:str}/"])
-async def get_dashboard(ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def get_dashboard(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     return ok(await ctx.db.read(objects.get_dashboard, caller, uid))
 
 
 @delete(["/dashboards/uid/{uid:str}", "/dashboards/uid/{uid:str}/"], status_code=200)
-async def delete_dashboard(ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def delete_dashboard(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     return ok(await write(ctx, objects.delete_dashboard, caller, uid))
 
 
 @get(["/dashboards/home", "/dashboards/home/"])
-async def home_dashboard(caller: Caller) -> Response:
+async def home_dashboard(caller: CallerDep) -> Response:
     return ok({"meta": {"isHome": True, "canSave": False, "canEdit": False, "canAdmin": False,
                         "canStar": False, "canDelete": False, "slug": "", "url": "",
                         "expires": objects.ZERO_TIME, "created": objects.ZERO_TIME,
@@ -186,29 +187,29 @@ async def _items(request: Request) -> list[perms.PermissionItem]:
 
 
 @get(["/dashboards/uid/{uid:str}/permissions", "/dashboards/uid/{uid:str}/permissions/"])
-async def get_dashboard_permissions(ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def get_dashboard_permissions(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     return ok(await ctx.db.read(_dashboard_perms, caller, uid, None))
 
 
 @post(["/dashboards/uid/{uid:str}/permissions", "/dashboards/uid/{uid:str}/permissions/"],
       status_code=200)
-async def set_dashboard_permissions(request: Request, ctx: AppContext, caller: Caller,
-                                    uid: str) -> Response:
+async def set_dashboard_permissions(request: Request, ctx: Ctx, caller: CallerDep,
+                                    uid: FromPath[str]) -> Response:
     items = await _items(request)
     await write(ctx, _set_dashboard_perms, caller, uid, None, items)
     return ok({"message": "Dashboard permissions updated"})
 
 
 @get(["/dashboards/id/{dash_id:str}/permissions", "/dashboards/id/{dash_id:str}/permissions/"])
-async def get_dashboard_permissions_by_id(ctx: AppContext, caller: Caller,
-                                          dash_id: str) -> Response:
+async def get_dashboard_permissions_by_id(ctx: Ctx, caller: CallerDep,
+                                          dash_id: FromPath[str]) -> Response:
     return ok(await ctx.db.read(_dashboard_perms, caller, None, dash_id))
 
 
 @post(["/dashboards/id/{dash_id:str}/permissions", "/dashboards/id/{dash_id:str}/permissions/"],
       status_code=200)
-async def set_dashboard_permissions_by_id(request: Request, ctx: AppContext, caller: Caller,
-                                          dash_id: str) -> Response:
+async def set_dashboard_permissions_by_id(request: Request, ctx: Ctx, caller: CallerDep,
+                                          dash_id: FromPath[str]) -> Response:
     items = await _items(request)
     await write(ctx, _set_dashboard_perms, caller, None, dash_id, items)
     return ok({"message": "Dashboard permissions updated"})
@@ -216,7 +217,7 @@ async def set_dashboard_permissions_by_id(request: Request, ctx: AppContext, cal
 
 # -- folders -------------------------------------------------------------------------------
 @get(["/folders", "/folders/"])
-async def list_folders(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def list_folders(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     q = query_of(request)
     limit = q.int("limit")
     page = q.int("page")
@@ -225,7 +226,7 @@ async def list_folders(request: Request, ctx: AppContext, caller: Caller) -> Res
 
 
 @post(["/folders", "/folders/"], status_code=200)
-async def create_folder(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def create_folder(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, objects.CreateFolder)
     return ok(await write(ctx, objects.create_folder, caller, body))
 
@@ -242,28 +243,28 @@ def _folder_dto_by_id(conn: Any, caller: Caller, raw_id: str) -> dict:
 
 
 @get(["/folders/{uid:str}", "/folders/{uid:str}/"])
-async def get_folder(ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def get_folder(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     return ok(await ctx.db.read(_folder_dto, caller, uid))
 
 
 @get(["/folders/id/{folder_id:str}", "/folders/id/{folder_id:str}/"])
-async def get_folder_by_id(ctx: AppContext, caller: Caller, folder_id: str) -> Response:
+async def get_folder_by_id(ctx: Ctx, caller: CallerDep, folder_id: FromPath[str]) -> Response:
     return ok(await ctx.db.read(_folder_dto_by_id, caller, folder_id))
 
 
 @put(["/folders/{uid:str}", "/folders/{uid:str}/"])
-async def update_folder(request: Request, ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def update_folder(request: Request, ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     body = await body_of(request, objects.UpdateFolder)
     return ok(await write(ctx, objects.update_folder, caller, uid, body))
 
 
 @delete(["/folders/{uid:str}", "/folders/{uid:str}/"], status_code=200)
-async def delete_folder(ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def delete_folder(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     return ok(await write(ctx, objects.delete_folder, caller, uid))
 
 
 @post(["/folders/{uid:str}/move", "/folders/{uid:str}/move/"], status_code=200)
-async def move_folder(request: Request, ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def move_folder(request: Request, ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     body = await body_of(request, objects.MoveFolder)
     return ok(await write(ctx, objects.move_folder, caller, uid, body))
 
@@ -284,13 +285,13 @@ def _set_folder_perms(conn: Any, caller: Caller, uid: str,
 
 
 @get(["/folders/{uid:str}/permissions", "/folders/{uid:str}/permissions/"])
-async def get_folder_permissions(ctx: AppContext, caller: Caller, uid: str) -> Response:
+async def get_folder_permissions(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     return ok(await ctx.db.read(_folder_perms, caller, uid))
 
 
 @post(["/folders/{uid:str}/permissions", "/folders/{uid:str}/permissions/"], status_code=200)
-async def set_folder_permissions(request: Request, ctx: AppContext, caller: Caller,
-                                 uid: str) -> Response:
+async def set_folder_permissions(request: Request, ctx: Ctx, caller: CallerDep,
+                                 uid: FromPath[str]) -> Response:
     items = await _items(request)
     await write(ctx, _set_folder_perms, caller, uid, items)
     return ok({"message": "Folder permissions updated"})

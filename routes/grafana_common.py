@@ -9,7 +9,9 @@ import msgspec
 from litestar import Request, Response
 
 from services.context import AppContext
-from services.grafana_common import GrafanaError, bad_request
+from litestar.di import NamedDependency
+
+from services.grafana_common import Caller, GrafanaError, bad_request
 
 JSON = "application/json"
 MAX_BODY = 32 << 20  # a dashboard model is JSON; 32 MiB is far above any real one
@@ -37,3 +39,7 @@ async def body_of(request: Request, kind: type[T]) -> T:
 async def write(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
     """Run fn(conn, *args) in the next group commit: all of it lands, or none of it."""
     return await ctx.db.write(lambda conn: fn(conn, *args))
+
+
+# handlers declare `caller: CallerDep`: the authenticated caller, resolved by name
+CallerDep = NamedDependency[Caller]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from litestar.params import FromPath
 from litestar import Request, Response, delete, get, patch, post, put
 
-from routes.grafana_common import body_of, ok, write
+from routes.grafana_common import CallerDep, body_of, ok, write
 from services import grafana_identity as svc
 from services.grafana_auth import hash_password
 from services.grafana_common import Caller, GrafanaError
-from services.context import AppContext
+from services.context import Ctx
 from services.grafana_search import Query
 
 
@@ -36,27 +37,27 @@ def _paths(path: str) -> list[str]:
 
 
 @get(_paths("/user"))
-async def current_user(ctx: AppContext, caller: Caller) -> Response:
+async def current_user(ctx: Ctx, caller: CallerDep) -> Response:
     return ok(await ctx.db.read(svc.profile, caller))
 
 
 @put(_paths("/user/password"))
-async def change_password(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def change_password(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, svc.ChangePassword)
     return ok(await write(ctx, svc.change_own_password, caller, body,
                           await hashed(body.newPassword)))
 
 
 @post(_paths("/admin/users"), status_code=200)
-async def admin_create_user(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def admin_create_user(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     svc.require_server_admin(caller)
     body = await body_of(request, svc.CreateUser)
     return ok(await write(ctx, svc.create_user, caller, body, await hashed(body.password)))
 
 
 @put(_paths("/admin/users/{user_id:int}/password"))
-async def admin_set_password(request: Request, ctx: AppContext, caller: Caller,
-                             user_id: int) -> Response:
+async def admin_set_password(request: Request, ctx: Ctx, caller: CallerDep,
+                             user_id: FromPath[int]) -> Response:
     svc.require_server_admin(caller)
     body = await body_of(request, svc.Password)
     return ok(await write(ctx, svc.set_user_password, caller, user_id, body,
@@ -64,26 +65,26 @@ async def admin_set_password(request: Request, ctx: AppContext, caller: Caller,
 
 
 @get(_paths("/org/users"))
-async def org_users(ctx: AppContext, caller: Caller) -> Response:
+async def org_users(ctx: Ctx, caller: CallerDep) -> Response:
     return ok(await ctx.db.read(svc.org_users, caller))
 
 
 @post(_paths("/org/users"), status_code=200)
-async def add_org_user(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def add_org_user(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, svc.AddOrgUser)
     return ok(await write(ctx, svc.add_org_user, caller, body))
 
 
 @patch(_paths("/org/users/{user_id:int}"))
-async def patch_org_user(request: Request, ctx: AppContext, caller: Caller,
-                         user_id: int) -> Response:
+async def patch_org_user(request: Request, ctx: Ctx, caller: CallerDep,
+                         user_id: FromPath[int]) -> Response:
     body = await body_of(request, svc.RolePatch)
     return ok(await write(ctx, svc.patch_org_user, caller, user_id, body))
 
 
 @patch(_paths("/orgs/{org_id:int}/users/{user_id:int}"))
-async def patch_orgs_user(request: Request, ctx: AppContext, caller: Caller, org_id: int,
-                          user_id: int) -> Response:
+async def patch_orgs_user(request: Request, ctx: Ctx, caller: CallerDep, org_id: FromPath[int],
+                          user_id: FromPath[int]) -> Response:
     if org_id != caller.org_id:
         raise GrafanaError(403, "You'll need additional permissions to perform this action.")
     body = await body_of(request, svc.RolePatch)
@@ -91,70 +92,70 @@ async def patch_orgs_user(request: Request, ctx: AppContext, caller: Caller, org
 
 
 @post(_paths("/teams"), status_code=200)
-async def create_team(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def create_team(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, svc.CreateTeam)
     return ok(await write(ctx, svc.create_team, caller, body))
 
 
 @get(_paths("/teams/search"))
-async def search_teams(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def search_teams(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     return ok(await ctx.db.read(svc.search_teams, caller, *paging(request)))
 
 
 @post(_paths("/teams/{team_id:int}/members"), status_code=200)
-async def add_team_member(request: Request, ctx: AppContext, caller: Caller,
-                          team_id: int) -> Response:
+async def add_team_member(request: Request, ctx: Ctx, caller: CallerDep,
+                          team_id: FromPath[int]) -> Response:
     body = await body_of(request, svc.TeamMember)
     return ok(await write(ctx, svc.add_team_member, caller, team_id, body))
 
 
 @delete(_paths("/teams/{team_id:int}/members/{user_id:int}"), status_code=200)
-async def remove_team_member(ctx: AppContext, caller: Caller, team_id: int,
-                             user_id: int) -> Response:
+async def remove_team_member(ctx: Ctx, caller: CallerDep, team_id: FromPath[int],
+                             user_id: FromPath[int]) -> Response:
     return ok(await write(ctx, svc.remove_team_member, caller, team_id, user_id))
 
 
 @post(_paths("/serviceaccounts"), status_code=201)
-async def create_service_account(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def create_service_account(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, svc.CreateServiceAccount)
     return ok(await write(ctx, svc.create_service_account, caller, body), 201)
 
 
 @get(_paths("/serviceaccounts/search"))
-async def search_service_accounts(request: Request, ctx: AppContext, caller: Caller) -> Response:
+async def search_service_accounts(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     return ok(await ctx.db.read(svc.search_service_accounts, caller, *paging(request)))
 
 
 @get(_paths("/serviceaccounts/{sa_id:int}"))
-async def get_service_account(ctx: AppContext, caller: Caller, sa_id: int) -> Response:
+async def get_service_account(ctx: Ctx, caller: CallerDep, sa_id: FromPath[int]) -> Response:
     return ok(await ctx.db.read(svc.get_service_account, caller, sa_id))
 
 
 @patch(_paths("/serviceaccounts/{sa_id:int}"))
-async def patch_service_account(request: Request, ctx: AppContext, caller: Caller,
-                                sa_id: int) -> Response:
+async def patch_service_account(request: Request, ctx: Ctx, caller: CallerDep,
+                                sa_id: FromPath[int]) -> Response:
     body = await body_of(request, svc.PatchServiceAccount)
     return ok(await write(ctx, svc.patch_service_account, caller, sa_id, body))
 
 
 @delete(_paths("/serviceaccounts/{sa_id:int}"), status_code=200)
-async def delete_service_account(ctx: AppContext, caller: Caller, sa_id: int) -> Response:
+async def delete_service_account(ctx: Ctx, caller: CallerDep, sa_id: FromPath[int]) -> Response:
     return ok(await write(ctx, svc.delete_service_account, caller, sa_id))
 
 
 @post(_paths("/serviceaccounts/{sa_id:int}/tokens"), status_code=200)
-async def create_token(request: Request, ctx: AppContext, caller: Caller, sa_id: int) -> Response:
+async def create_token(request: Request, ctx: Ctx, caller: CallerDep, sa_id: FromPath[int]) -> Response:
     body = await body_of(request, svc.CreateToken)
     return ok(await write(ctx, svc.create_token, caller, sa_id, body))
 
 
 @get(_paths("/serviceaccounts/{sa_id:int}/tokens"))
-async def list_tokens(ctx: AppContext, caller: Caller, sa_id: int) -> Response:
+async def list_tokens(ctx: Ctx, caller: CallerDep, sa_id: FromPath[int]) -> Response:
     return ok(await ctx.db.read(svc.list_tokens, caller, sa_id))
 
 
 @delete(_paths("/serviceaccounts/{sa_id:int}/tokens/{token_id:int}"), status_code=200)
-async def delete_token(ctx: AppContext, caller: Caller, sa_id: int, token_id: int) -> Response:
+async def delete_token(ctx: Ctx, caller: CallerDep, sa_id: FromPath[int], token_id: FromPath[int]) -> Response:
     return ok(await write(ctx, svc.delete_token, caller, sa_id, token_id))
 
 
