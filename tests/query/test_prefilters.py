@@ -92,16 +92,16 @@ def _reference(rows, keep, limit: int, direction: str) -> list[tuple[int, str]]:
     return kept[:limit]
 
 
-def _index_up_to(conn, through: int | None) -> None:
+def _index_up_to(conn, rows: int | None) -> None:
+    """Index the first `rows` entries (None: all) with the FTS module's own functions."""
     fts = pytest.importorskip("storage.fts")
     conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO entries_fts (entries_fts) VALUES ('delete-all')")
-    if through is None:
+    if rows is None:
         fts.rebuild(conn)
     else:
-        conn.execute("INSERT INTO entries_fts (rowid, line) SELECT id, line FROM entries "
-                     "WHERE id <= ?", (through,))
-        conn.execute("UPDATE fts_state SET indexed_through = ? WHERE id = 1", (through,))
+        fts.reset(conn)
+        if rows:
+            fts.index_batch(conn, rows)
     conn.execute("COMMIT")
 
 
