@@ -146,3 +146,16 @@ def test_metric_query_goes_to_the_metric_engine(client):
     assert r.status_code == 200, r.text
     assert r.json()["data"]["resultType"] == "scalar"
     assert r.json()["data"]["result"] == [1700000000, "2"]
+
+
+def test_query_timeout_is_504(make_client):
+    from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+
+    c = make_client({"limits_config": {"query_timeout": "1ns"}})  # every scan is late
+    r = c.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns()), "x"]]),
+               headers=JSON_HEADERS)
+    assert r.status_code == 204
+    assert error(c, query=OK) == (
+        504, "request timed out, decrease the duration of the request or add more label "
+             "matchers (prefer exact match over regex match) to reduce the amount of data "
+             "processed")
