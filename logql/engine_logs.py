@@ -35,6 +35,7 @@ INTERVAL_SPLIT_NS = 3600 * 10**9  # Loki thins `interval` per 1 h query split (o
 INSTANT_LOOKBACK_NS = 30 * 10**9   # range of a log query sent to the instant endpoint
 # windows a limited query scans plainly before it asks the FTS index (see _Feed.batches)
 PLAIN_WINDOWS = 3
+FIRST_CANDIDATE_BATCH = 500
 
 _decode_md = msgspec.json.Decoder(dict[str, str]).decode
 
@@ -95,8 +96,8 @@ class _Feed:
                 lo, hi = (lo, progress.lo) if backward else (progress.hi, hi)
             if lo >= hi:
                 return
-        rows = fts_candidates(conn, plan, ids, lo, hi)
-        if rows is None:
+        keys = fts_candidates(conn, plan, ids, lo, hi)
+        if keys is None:
             if ordered:
                 yield from scan.scan_ordered(conn, ids, self.start, self.end,
                                              backward=backward, conditions=plan.conditions,
@@ -104,11 +105,18 @@ class _Feed:
             else:
                 yield from self._scan(backward, ordered)
             return
-        self.stats.lines_scanned += len(rows)
-        self.stats.bytes_scanned += sum(_utf8_len(r[3]) for r in rows)
-        rows.sort(key=_row_order if ordered else _stream_order, reverse=backward and ordered)
-        for i in range(0, len(rows), scan.TARGET_ROWS):
-            yield rows[i:i + scan.TARGET_ROWS]
+        # order the candidates by their keys, read lines only as far as the caller goes
+        keys.sort(key=_key_order if ordered else _stream_order, reverse=backward and ordered)
+        for a, b in _batch_starts(len(keys), FIRST_CANDIDATE_BATCH, scan.TARGET_ROWS):
+            if deadline is not None and time.monotonic() > deadline:
+                raise scan.QueryTimeout()
+            chunk = keys[a:b]
+            rows = scan.rows_by_ids(conn, [k[0] for k in chunk], ids, lo, hi)
+            rows.sort(key=_key_order if ordered else _stream_order,
+                      reverse=backward and ordered)
+            self.stats.lines_scanned += len(rows)
+            self.stats.bytes_scanned += sum(_utf8_len(r[3]) for r in rows)
+            yield rows
 
     def _scan(self, backward: bool, ordered: bool) -> Iterator[list[scan.Row]]:
         progress = self._progress = scan.ScanProgress()
@@ -207,8 +215,18 @@ def _metadata(cache: dict[str, dict[str, str]], text: str) -> dict[str, str]:
     return value
 
 
-def _row_order(row: scan.Row) -> tuple[int, int]:
+def _key_order(row: scan.Row) -> tuple[int, int]:
     return row[2], row[0]
+
+
+def _batch_starts(total: int, first: int, rest: int) -> Iterator[tuple[int, int]]:
+    """[start, end) slices: a small first batch (a limited query often needs no more), then
+    bigger ones."""
+    i, size = 0, first
+    while i < total:
+        yield i, min(total, i + size)
+        i += size
+        size = rest
 
 
 def _stream_order(row: scan.Row) -> tuple[int, int, int]:
@@ -223,9 +241,9 @@ def _utf8_len(line: str) -> int:
 
 def fts_candidates(conn: sqlite3.Connection, plan: LogPlan, stream_ids: Sequence[int],
                    start: int, end: int) -> list[scan.Row] | None:
-    """Every row of the streams and range that can match the plan's needles (unordered):
-    index candidates up to the index's high-water mark plus the whole unindexed tail. None
-    when the index cannot narrow enough (then scan the range instead)."""
+    """`(id, stream_id, ts)` of every row of the streams and range that can match the plan's
+    needles (unordered): index candidates up to the index's high-water mark plus the whole
+    unindexed tail. None when the index cannot narrow enough (then scan the range instead)."""
     if not plan.needles or not stream_ids or start >= end:
         return None
     try:
@@ -235,9 +253,11 @@ def fts_candidates(conn: sqlite3.Connection, plan: LogPlan, stream_ids: Sequence
     pf = fts.prefilter(conn, [list(c) for c in plan.needles])
     if pf is None:
         return None
-    rows = scan.rows_by_ids(conn, pf.ids, stream_ids, start, end, plan.conditions)
-    rows += scan.rows_after_id(conn, pf.high_water, stream_ids, start, end, plan.conditions)
-    return rows
+    keys = scan.rows_by_ids(conn, pf.ids, stream_ids, start, end, plan.conditions,
+                            keys_only=True)
+    keys += scan.rows_after_id(conn, pf.high_water, stream_ids, start, end, plan.conditions,
+                               keys_only=True)
+    return keys
 
 
 # -- public entry points ---------------------------------------------------------------------

@@ -178,14 +178,20 @@ def scan_by_stream(conn: sqlite3.Connection, stream_ids: Sequence[int], start: i
             yield rows
 
 
+_ROW_COLUMNS = "id, stream_id, ts, line, metadata"
+_KEY_COLUMNS = "id, stream_id, ts"
+
+
 def rows_by_ids(conn: sqlite3.Connection, entry_ids: Sequence[int], stream_ids: Sequence[int],
-                start: int, end: int, conditions: LineConditions | None = None) -> list[Row]:
+                start: int, end: int, conditions: LineConditions | None = None, *,
+                keys_only: bool = False) -> list[Row]:
     """The rows among `entry_ids` that belong to `stream_ids` and [start, end), unordered
-    (for candidates from a prefilter index)."""
+    (for candidates from a prefilter index). `keys_only`: just `(id, stream_id, ts)`, so a
+    caller can order many candidates and read the lines of the first few only."""
     if not entry_ids or not stream_ids:
         return []
     where, cond_params = conditions.sql() if conditions else ("", [])
-    sql = ("SELECT id, stream_id, ts, line, metadata FROM entries "
+    sql = ("SELECT " + (_KEY_COLUMNS if keys_only else _ROW_COLUMNS) + " FROM entries "
            "WHERE id IN (SELECT value FROM json_each(?)) "
            "AND stream_id IN (SELECT value FROM json_each(?)) AND ts >= ? AND ts < ?" + where)
     out: list[Row] = []
@@ -197,13 +203,15 @@ def rows_by_ids(conn: sqlite3.Connection, entry_ids: Sequence[int], stream_ids: 
 
 
 def rows_after_id(conn: sqlite3.Connection, after_id: int, stream_ids: Sequence[int],
-                  start: int, end: int, conditions: LineConditions | None = None) -> list[Row]:
+                  start: int, end: int, conditions: LineConditions | None = None, *,
+                  keys_only: bool = False) -> list[Row]:
     """Rows with id > after_id (the part a prefilter index has not seen yet), unordered.
     The unary `+` keeps SQLite on the rowid range instead of the (stream_id, ts) index."""
     if not stream_ids:
         return []
     where, cond_params = conditions.sql() if conditions else ("", [])
-    sql = ("SELECT id, stream_id, ts, line, metadata FROM entries WHERE id > ? "
+    sql = ("SELECT " + (_KEY_COLUMNS if keys_only else _ROW_COLUMNS) + " FROM entries "
+           "WHERE id > ? "
            "AND +stream_id IN (SELECT value FROM json_each(?)) AND +ts >= ? AND +ts < ?"
            + where)
     return conn.execute(sql, (after_id, _ids_param(stream_ids), start, end,
