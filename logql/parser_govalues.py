@@ -196,6 +196,16 @@ _SPECIAL_FLOATS = {"inf": float("inf"), "+inf": float("inf"), "-inf": float("-in
 
 def go_parse_float(s: str) -> float:
     """Go ``strconv.ParseFloat(s, 64)`` with its error texts."""
+    # fast path: plain decimals are by far the most common label values (runs per line)
+    if s and s.isascii() and (s[0].isdigit() or s[0] == "-") and s[-1].isdigit() \
+            and "_" not in s and "x" not in s and "X" not in s:
+        try:
+            v = float(s)
+        except (ValueError, OverflowError):
+            pass
+        else:
+            if v not in (float("inf"), float("-inf")):
+                return v
     syntax = f"strconv.ParseFloat: parsing {go_quote(s)}: invalid syntax"
     special = _SPECIAL_FLOATS.get(s.lower())
     if special is not None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import operator
 
-from .filters import IpMatcher, PipelineError, compile_anchored, parse_bytes, parse_go_duration, parse_go_float
+from .filters import IpMatcher, PipelineError, compile_anchored
+from .parser_govalues import go_parse_float as parse_go_float, parse_bytes, parse_go_duration
 from .labels import (ERROR, ERROR_DETAILS, LABEL_FILTER_ERR, PRESERVE_ERROR, SAMPLE_EXTRACTION_ERR)
 
 _CMP = {

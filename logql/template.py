@@ -306,7 +306,7 @@ class Node:
         if k == "number":
             return self.b
         if k == "string":
-            from .filters import go_quote
+            from .format_go import go_quote
             return go_quote(self.a)
         if k == "cmd":
             return " ".join(f"({a})" if a.kind == "pipe" else str(a) for a in self.a)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import quote_plus
 
-from .filters import go_quote
+from .format_go import go_quote
 from .template_funcs import FUNCS, FuncError, format_float_g, go_print, truth, type_name
 from .template_time import GoTime
 

@@ -17,7 +17,9 @@ import time
 from decimal import Decimal, DivisionByZero, InvalidOperation, getcontext
 from urllib.parse import quote_plus
 
-from .filters import RegexError, compile_regexp, parse_bytes, parse_go_duration, go_quote
+from .filters import RegexError, compile_regexp
+from .format_go import go_quote
+from .parser_govalues import parse_bytes, parse_go_duration
 from .template_time import UTC, GoTime, load_zone, parse_layout
 
 
@@ -140,7 +142,7 @@ def _to_float64(v) -> float:
     if isinstance(v, (int, float)):
         return float(v)
     if isinstance(v, str):
-        from .filters import parse_go_float
+        from .parser_govalues import go_parse_float as parse_go_float
         try:
             return parse_go_float(v)
         except ValueError:

@@ -18,7 +18,8 @@ from litestar import Request, Response, route
 from logql import ParseError, format_query as pretty_query, parse_expr
 from logql import ast as A
 from logql.engine_logs import INSTANT_LOOKBACK_NS, evaluate_log_query
-from logql.filters import PipelineError, parse_go_duration
+from logql.filters import PipelineError
+from logql.parser_govalues import parse_go_duration
 from logql.format_go import go_duration_str, prom_duration_str
 from logql.results import QueryStats, stats_json
 from routes.errors import PlainError

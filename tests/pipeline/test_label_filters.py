@@ -3,7 +3,8 @@ import re
 
 import pytest
 
-from logql.filters import PipelineError, parse_bytes, parse_go_duration, parse_go_float
+from logql.filters import PipelineError
+from logql.parser_govalues import go_parse_float as parse_go_float, parse_bytes, parse_go_duration
 from logql.stages_labels import (And, BytesLabelFilter, Drop, DurationLabelFilter, IpLabelFilter, Keep,
                                  NumericLabelFilter, Or, StringLabelFilter, Unwrap)
 from logql.stages_parsers import JsonParser, LogfmtParser

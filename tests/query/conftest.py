@@ -9,7 +9,6 @@ import json
 import calendar
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from litestar.testing import TestClient
