@@ -7,68 +7,15 @@ all but ``ignoring(...)`` labels), one step at a time.
 
 from __future__ import annotations
 
-import math
 
 from logql import ast as A
+from logql.arith import arith, compare
 from logql.ast_metric import CARD_MANY_TO_ONE, CARD_ONE_TO_MANY, CARD_ONE_TO_ONE
 from logql.engine_common import LabelKey, Scalar, StepVectors
 from services.errors import PlainError
 
-NAN = float("nan")
 COMPARISONS = frozenset(("==", "!=", ">", ">=", "<", "<="))
 SET_OPS = frozenset(("and", "or", "unless"))
-
-
-def _pow(a: float, b: float) -> float:
-    """Go ``math.Pow``: no exceptions, IEEE results."""
-    try:
-        return math.pow(a, b)
-    except OverflowError:
-        neg = a < 0 and b == int(b) and int(b) % 2 == 1
-        return -math.inf if neg else math.inf
-    except (ValueError, ZeroDivisionError):
-        if a == 0:                               # 0 ** negative
-            odd = b == int(b) and int(b) % 2 == 1
-            return math.copysign(math.inf, a) if odd else math.inf
-        return NAN
-
-
-def _mod(a: float, b: float) -> float:
-    if b == 0 or math.isinf(a) or math.isnan(a) or math.isnan(b):
-        return NAN
-    if math.isinf(b):
-        return a
-    return math.fmod(a, b)
-
-
-def arith(op: str, a: float, b: float) -> float:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        return NAN if b == 0 else a / b
-    if op == "%":
-        return _mod(a, b)
-    if op == "^":
-        return _pow(a, b)
-    raise PlainError(400, f"unsupported binary operator {op}")
-
-
-def compare(op: str, a: float, b: float) -> bool:
-    if op == "==":
-        return a == b
-    if op == "!=":
-        return a != b
-    if op == ">":
-        return a > b
-    if op == ">=":
-        return a >= b
-    if op == "<":
-        return a < b
-    return a <= b
 
 
 def eval_binary(node: A.BinaryOp, lhs: Scalar | StepVectors,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from logql import ast as A
+from logql.arith import arith, compare
 from logql.ast_metric import CARD_MANY_TO_ONE, CARD_ONE_TO_MANY, CARD_ONE_TO_ONE
 from logql.errors import ERR_ONLY_MATCHERS, MAX_INPUT_SIZE, ParseError
 from logql.format_go import format_float_6
@@ -316,41 +317,11 @@ def new_binop(op, lhs, rhs, bool_mod, matching):
 
 
 def fold_constants(op: str, a: float, b: float) -> float:
-    """Loki evaluates literal-only operations at parse time (Go float semantics; x/0 and
-    x%0 are NaN; comparisons give 1 or 0)."""
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        return math.nan if b == 0 else a / b
-    if op == "%":
-        try:
-            return math.nan if b == 0 else math.fmod(a, b)
-        except ValueError:
-            return math.nan
-    if op == "^":
-        return go_pow(a, b)
-    res = {"==": a == b, "!=": a != b, ">": a > b, ">=": a >= b, "<": a < b, "<=": a <= b}[op]
-    return 1.0 if res else 0.0
+    """Loki evaluates literal-only operations at parse time (comparisons give 1 or 0)."""
+    if op in ("==", "!=", ">", ">=", "<", "<="):
+        return 1.0 if compare(op, a, b) else 0.0
+    return arith(op, a, b)
 
-
-def go_pow(x: float, y: float) -> float:
-    """Go ``math.Pow`` (Python raises where Go returns Inf/NaN)."""
-    odd = y.is_integer() and abs(y) < 2**53 and int(y) % 2 == 1
-    try:
-        return math.pow(x, y)
-    except OverflowError:
-        return -math.inf if x < 0 and odd else math.inf
-    except ValueError:
-        if x == 0:
-            return -math.inf if odd and math.copysign(1.0, x) < 0 else math.inf
-        return math.nan
-
-
-# ---------------------------------------------------------------------------- public API
 
 def _parse(text: str):
     if not isinstance(text, str):
