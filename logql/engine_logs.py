@@ -27,7 +27,7 @@ import msgspec
 from logql import ast as A
 from logql.compile import LogPlan, compile_log_query, compile_unwrap
 from logql.labels import LabelsBuilder
-from logql.results import QueryStats, categorized_result, streams_result
+from logql.results import QueryStats, categorized_labels, categorized_result, streams_result
 from storage import scan
 from storage.streams import select_stream_ids, stream_label_sets
 
@@ -299,12 +299,7 @@ def _collect(conn: sqlite3.Connection, plan: LogPlan, tenant: str, start: int, e
                         continue
                     last_ts = ts
                 if categorize:
-                    stream, sm, parsed = labels.categories()
-                    extra: dict[str, dict[str, str]] = {}
-                    if sm:
-                        extra["structuredMetadata"] = sm
-                    if parsed:
-                        extra["parsed"] = parsed
+                    stream, extra = categorized_labels(labels)
                     kept.append((tuple(sorted(stream.items())), ts, line, extra))
                 else:
                     kept.append((tuple(labels.labels().items()), ts, line))

@@ -94,6 +94,18 @@ def stats_json(s: QueryStats) -> dict[str, Any]:
     }
 
 
+def categorized_labels(builder: Any) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """An entry's stream labels and the third value element of the `categorize-labels`
+    encoding (`structuredMetadata` / `parsed`, each only when not empty)."""
+    stream, sm, parsed = builder.categories()
+    extra: dict[str, dict[str, str]] = {}
+    if sm:
+        extra["structuredMetadata"] = sm
+    if parsed:
+        extra["parsed"] = parsed
+    return stream, extra
+
+
 def streams_result(entries: list[tuple[tuple, int, str]]) -> list[dict]:
     """Kept entries `(label_key, ts, line)` (already in direction order) grouped into result
     streams sorted by their label string (logql.md §6 steps 7-8)."""

@@ -23,6 +23,7 @@ import msgspec
 
 from logql.compile import LogPlan
 from logql.labels import LabelsBuilder
+from logql.results import categorized_labels
 from storage.streams import canonical_labels
 
 MAX_ENTRIES_PER_FRAME = 100
@@ -260,12 +261,7 @@ class Tailer:
 def _labels_of(builder: LabelsBuilder, categorize: bool) -> tuple[Any, dict[str, str], tuple]:
     """(categorized extra or None, labels to report, grouping key)."""
     if categorize:
-        stream, sm, parsed = builder.categories()
-        extra: dict[str, dict[str, str]] = {}
-        if sm:
-            extra["structuredMetadata"] = sm
-        if parsed:
-            extra["parsed"] = parsed
+        stream, extra = categorized_labels(builder)
         labels = dict(sorted(stream.items()))
         return extra, labels, tuple(labels.items())
     labels = dict(builder.labels())
