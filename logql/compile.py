@@ -22,6 +22,7 @@ from functools import lru_cache
 from logql import ast as A
 from logql import pipeline as P
 from logql.filters import PipelineError
+from logql.stages_labels import RequiredLabelValues
 from storage.scan import LineConditions
 
 MIN_FTS_NEEDLE = 3
@@ -48,6 +49,9 @@ def compile_log_query(query: A.LogQuery) -> LogPlan:
 @lru_cache(maxsize=256)
 def _compile_cached(query: A.LogQuery) -> LogPlan:
     stages = P.hoist_line_filters([compile_stage(s) for s in query.stages])
+    required = _required_label_values(query.stages)
+    if required:
+        stages.insert(0, RequiredLabelValues(required))
     pipeline = P.Pipeline(stages)
     leading = _leading_line_filters(query.stages)
     return LogPlan(
@@ -151,6 +155,36 @@ def _line_conditions(filters: list[A.LineFilter]) -> LineConditions:
         if part:
             cond.all_of.extend([list(clause) for clause in part])
     return cond
+
+
+# stages that copy label values verbatim out of the line, or only drop entries
+_VERBATIM_STAGES = (A.LineFilter, A.JsonParser, A.LogfmtParser, A.RegexpParser, A.PatternParser,
+                    A.LabelFilterStage)
+
+
+def _required_label_values(stages: tuple) -> list[tuple[str, str]]:
+    """`(name, value)` pairs that a positive string equality filter demands, for filters
+    reached through verbatim stages only, after at least one parser (see
+    RequiredLabelValues for why the value must then occur in the line)."""
+    out: list[tuple[str, str]] = []
+    parsed = False
+    for stage in stages:
+        if not isinstance(stage, _VERBATIM_STAGES):
+            break
+        if isinstance(stage, A.LabelFilterStage):
+            if parsed:
+                out.extend(_equalities(stage.filter))
+        elif not isinstance(stage, A.LineFilter):
+            parsed = True
+    return out
+
+
+def _equalities(f: A.LabelFilterExpr) -> list[tuple[str, str]]:
+    if isinstance(f, A.StringLabelFilter):
+        return [(f.name, f.value)] if f.op == "=" and f.value else []
+    if isinstance(f, A.AndLabelFilter):
+        return _equalities(f.left) + _equalities(f.right)
+    return []
 
 
 def _fts_needles(pipeline: P.Pipeline) -> tuple[tuple[Needle, ...], ...]:

@@ -320,3 +320,32 @@ class Unwrap:
 
     def __repr__(self) -> str:
         return f"Unwrap({self.label!r}, {self.conversion!r}, {list(self.post_filters)!r})"
+
+
+class RequiredLabelValues:
+    r"""Drops, before any parser runs, a line that cannot pass a later `name="value"` filter.
+
+    Placed by the compiler only when every stage before that filter is a line filter, a
+    json/logfmt/regexp/pattern parser or another label filter: then the label either comes
+    from the stream or structured metadata (checked here, and kept), or a parser copies it
+    verbatim out of the line, so the value must occur in the line. A backslash in the line
+    could hide the value behind an escape (`\u0065rror`): such lines are kept too. The filter
+    itself still decides; this only spares the parsers the lines it would reject.
+    """
+
+    __slots__ = ("requirements",)
+
+    def __init__(self, requirements: list[tuple[str, str]]):
+        self.requirements = tuple(requirements)
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        if "\\" in line:
+            return line
+        for name, value in self.requirements:
+            if value not in line and not labels.has(name):
+                return None
+        return line
+
+    def __repr__(self) -> str:
+        return f"RequiredLabelValues({list(self.requirements)!r})"
+
