@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 
 from services.errors import PlainError
 
 PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
+log = logging.getLogger("logstore.http")
 
 
 __all__ = ["PlainError", "EXCEPTION_HANDLERS", "plain_response", "PLAIN"]
@@ -36,8 +39,17 @@ def handle_http_exception(_: Request, exc: HTTPException) -> Response:
     return plain_response(exc.status_code, str(exc.detail))
 
 
+def handle_internal_error(request: Request, exc: Exception) -> Response:
+    """Anything unexpected: logged with its traceback, answered as Loki does (500, the error
+    text), never with the traceback itself."""
+    log.exception("internal error serving %s %s", request.method, request.url.path)
+    return plain_response(500, f"{type(exc).__name__}: {exc}")
+
+
 EXCEPTION_HANDLERS = {
     PlainError: handle_plain_error,
     NotFoundException: handle_not_found,
     MethodNotAllowedException: handle_method_not_allowed,
+    HTTPException: handle_http_exception,
+    Exception: handle_internal_error,
 }

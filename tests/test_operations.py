@@ -191,3 +191,16 @@ def test_generated_protobuf_matches_the_proto(tmp_path):
                     f"--python_out={tmp_path}", str(ROOT / "proto" / "push.proto")],
                    check=True, timeout=60)
     assert (tmp_path / "push_pb2.py").read_text() == (ROOT / "proto" / "push_pb2.py").read_text()
+
+
+def test_unexpected_errors_are_plain_500_without_traceback(client, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(client.app.state.ctx.ingester, "push", broken)
+    r = client.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns()), "x"]]),
+                    headers=JSON_HEADERS)
+    assert r.status_code == 500
+    assert r.headers["content-type"].startswith("text/plain")
+    assert r.text == "RuntimeError: disk on fire"
+    assert client.get("/ready").status_code == 200  # the server keeps serving
