@@ -17,7 +17,7 @@ from functools import lru_cache
 from json.decoder import scanstring
 
 from .filters import PipelineError, compile_regexp, go_regexp_error, RegexError
-from .labels import EXTRACTED_SUFFIX, JSON_PARSER_ERR, LOGFMT_PARSER_ERR
+from .labels import ERROR, ERROR_DETAILS, EXTRACTED_SUFFIX, JSON_PARSER_ERR, LOGFMT_PARSER_ERR
 from .stages_line import parse_pattern
 
 # --------------------------------------------------------------------------- keys
@@ -50,6 +50,10 @@ def _fix_surrogates(s: str) -> str:
     # Go decodes an unpaired \ud800 escape to U+FFFD; Python keeps a lone
     # surrogate that could not even be encoded as UTF-8 later.
     return _SURROGATE.sub("\ufffd", s)
+
+
+_SEGMENTS: dict[str, str] = {}  # JSON key -> sanitised label segment
+_SPECIAL_NAMES = frozenset((ERROR, ERROR_DETAILS))
 
 
 def _set_parsed(labels, key: str, value: str) -> None:
@@ -140,8 +144,16 @@ class JsonParser:
         self._flatten(obj, "", labels, fix)
 
     def _flatten(self, pairs, prefix: str, labels, fix: bool) -> None:
+        # runs for every key of every line: the collision and first-wins rules of
+        # _set_parsed are inlined, and sanitised key segments are cached
+        base_stream, base_sm = labels.stream, labels.sm
+        extracted, parsed = labels.extracted, labels.parsed
         for key, value in pairs:
-            seg = _json_segment(key)
+            seg = _SEGMENTS.get(key)
+            if seg is None:
+                seg = _json_segment(key)
+                if len(_SEGMENTS) < 4096:
+                    _SEGMENTS[key] = seg
             name = (prefix + "_" + seg if prefix and seg else prefix or seg)
             t = type(value)
             if t is tuple:
@@ -155,7 +167,15 @@ class JsonParser:
                 value = _fix_surrogates(value)
             if name[0] in "0123456789":
                 name = "_" + name
-            _set_parsed(labels, name, value)
+            if name in base_stream or name in base_sm:
+                name += EXTRACTED_SUFFIX
+            if name in extracted:
+                continue
+            extracted.add(name)
+            if name in _SPECIAL_NAMES or name in base_stream or name in base_sm:
+                labels.set(name, value)  # error labels, or a base label named *_extracted
+            else:
+                parsed[name] = value
 
     def _process_paths(self, line: str, labels) -> None:
         stripped = line.lstrip(" \t\r\n")
