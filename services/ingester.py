@@ -20,7 +20,7 @@ from config import LimitsConfig
 from services.labelset import LabelSetError, is_valid_label_name, parse_label_set
 from services.levels import LevelDetector, normalise_level
 from storage.db import Database
-from storage.entries import MINUTE_NS, AppendResult, PreparedStream, append
+from storage.entries import AppendResult, PreparedStream, append
 from storage.streams import canonical_labels, escape_value
 
 EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
@@ -173,7 +173,7 @@ class Ingester:
             if ps is None:
                 ps = by_stream[canonical] = PreparedStream(labels, canonical)
             stream_level = levels.from_labels(labels) if detect else None
-            rows, rollup = ps.rows, ps.rollup
+            rows = ps.rows
             first, last = ps.first_ts or None, ps.last_ts or None
             for ts, line, md in raw.entries:
                 if ts > newest_ok:
@@ -213,13 +213,6 @@ class Ingester:
                 else:
                     md_text = _json_encode(md).decode() if md else None
                 rows.append((ts, entry_hash(data, md_text), line, md_text))
-                key = (ts - ts % MINUTE_NS, md_text or "")
-                tally = rollup.get(key)
-                if tally is None:
-                    rollup[key] = [1, size]
-                else:
-                    tally[0] += 1
-                    tally[1] += size
                 if first is None or ts < first:
                     first = ts
                 if last is None or ts > last:

@@ -17,8 +17,6 @@ class PreparedStream:
     canonical: str
     # (ts, hash, line, metadata_json_or_None)
     rows: list[tuple[int, int, str, str | None]] = field(default_factory=list)
-    # (minute, metadata or '') -> [lines, bytes]
-    rollup: dict[tuple[int, str], list[int]] = field(default_factory=dict)
     first_ts: int = 0
     last_ts: int = 0
 
@@ -34,14 +32,21 @@ class AppendResult:
 
 INSERT_ENTRY = ("INSERT OR IGNORE INTO entries (stream_id, ts, hash, line, metadata) "
                 "VALUES (?, ?, ?, ?, ?)")
-UPSERT_ROLLUP = ("INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) "
-                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
-                 "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
+# Tallies of the rows this append inserted (ids above the previous maximum: duplicates that
+# INSERT OR IGNORE skipped are not among them), folded into the rollups by SQLite itself.
+# The minute is floored, also for timestamps before 1970.
+ROLLUP_NEW_ROWS = (
+    "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) "
+    "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1, coalesce(metadata, ''), count(*), "
+    "sum(length(CAST(line AS BLOB))) FROM entries NOT INDEXED WHERE id > ?2 GROUP BY 1, 2, 3 "
+    "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
+    "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 
 
 def append(conn: sqlite3.Connection, cache: dict, tenant: str,
            streams: list[PreparedStream]) -> AppendResult:
     result = AppendResult()
+    newest_before = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
     for ps in streams:
         if not ps.rows:
             continue
@@ -49,26 +54,10 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
         before = conn.total_changes
         conn.executemany(INSERT_ENTRY, [(sid, ts, h, line, md) for ts, h, line, md in ps.rows])
         inserted = conn.total_changes - before
-        if inserted == len(ps.rows):
-            conn.executemany(UPSERT_ROLLUP, [(sid, minute, md, lines, size) for (minute, md),
-                                             (lines, size) in ps.rollup.items()])
-        else:
-            # some rows were exact duplicates of stored ones: count the touched minutes again
-            # from the entries themselves rather than trusting the batch's tallies
-            _recount_minutes(conn, sid, {minute for minute, _ in ps.rollup})
         extend_stream_range(conn, sid, ps.first_ts, ps.last_ts)
         result.inserted += inserted
         result.duplicates += len(ps.rows) - inserted
         result.written.append((sid, ps.labels, ps.rows))
+    if result.inserted:
+        conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, newest_before))
     return result
-
-
-def _recount_minutes(conn: sqlite3.Connection, sid: int, minutes: set[int]) -> None:
-    for minute in minutes:
-        conn.execute("DELETE FROM rollups WHERE stream_id = ? AND minute = ?", (sid, minute))
-        conn.execute(
-            "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) "
-            "SELECT stream_id, ?, coalesce(metadata, ''), count(*), "
-            "sum(length(CAST(line AS BLOB))) FROM entries "
-            "WHERE stream_id = ? AND ts >= ? AND ts < ? GROUP BY coalesce(metadata, '')",
-            (minute, sid, minute, minute + MINUTE_NS))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import sqlite3
 import json
 import zlib
 
@@ -349,3 +350,17 @@ def test_legacy_push_formats(client):
     assert r.status_code == 204  # Loki answers 204 and stores nothing for a v1 body here
     assert [(row[1], row[2], row[3]) for row in stored(db_path(client))] == [
         ('{app="old", service_name="old"}', ts, "legacy")]
+
+
+def test_duplicates_are_not_counted_twice_by_the_rollups(client):
+    ts = now_ns() - 120 * 10**9
+    body = push_body({"app": "a"}, [[str(ts), "same"], [str(ts + 1), "other"]])
+    for _ in range(2):
+        assert client.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+    r = client.get("/logstore/api/v1/query", params={
+        "query": 'sum(count_over_time({app="a"}[10m]))', "time": str(ts + 5 * 60 * 10**9)})
+    assert r.status_code == 200, r.text
+    assert [s["value"][1] for s in r.json()["data"]["result"]] == ["2"]
+    conn = sqlite3.connect(db_path(client))
+    assert conn.execute("SELECT sum(lines), sum(bytes) FROM rollups").fetchone() == (2, 9)
+    conn.close()
