@@ -43,7 +43,9 @@ def _sum(values, i, j):
     return total
 
 
-def avg_over_time(values, ts, i, j, lo, hi, range_s, param):
+def mean_of(values, i: int, j: int) -> float:
+    """Prometheus' incremental mean of values[i:j] (stays finite where a plain sum would
+    overflow, and keeps an infinite mean once one is reached)."""
     mean = 0.0
     count = 0.0
     for k in range(i, j):
@@ -56,6 +58,10 @@ def avg_over_time(values, ts, i, j, lo, hi, range_s, param):
                 continue
         mean += v / count - mean / count
     return mean
+
+
+def avg_over_time(values, ts, i, j, lo, hi, range_s, param):
+    return mean_of(values, i, j)
 
 
 def max_over_time(values, ts, i, j, lo, hi, range_s, param):

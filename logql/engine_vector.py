@@ -14,6 +14,7 @@ import re2
 
 from logql import ast as A
 from logql.engine_common import LabelKey, Scalar, StepVectors, go_regexp_expand
+from logql.engine_functions import mean_of
 from services.errors import PlainError
 
 
@@ -74,17 +75,7 @@ def _sum(vals: list[float]) -> float:
 
 
 def _avg(vals: list[float]) -> float:
-    mean = vals[0]
-    count = 1
-    for v in vals[1:]:
-        count += 1
-        if math.isinf(mean):
-            if math.isinf(v) and (mean > 0) == (v > 0):
-                continue
-            if not math.isinf(v) and not math.isnan(v):
-                continue
-        mean += v / count - mean / count
-    return mean
+    return mean_of(vals, 0, len(vals))
 
 
 def _max(vals: list[float]) -> float:
