@@ -181,7 +181,9 @@ def _required_label_values(stages: tuple) -> list[tuple[str, str]]:
 
 def _equalities(f: A.LabelFilterExpr) -> list[tuple[str, str]]:
     if isinstance(f, A.StringLabelFilter):
-        return [(f.name, f.value)] if f.op == "=" and f.value else []
+        # `__error__` and its kin are set by failing stages, not copied out of the line
+        internal = f.name.startswith("__") and f.name.endswith("__")
+        return [(f.name, f.value)] if f.op == "=" and f.value and not internal else []
     if isinstance(f, A.AndLabelFilter):
         return _equalities(f.left) + _equalities(f.right)
     return []

@@ -69,6 +69,8 @@ def test_same_answers_with_and_without_the_check(query):
     '{job="x"} | logfmt | level="error" or level="warn"',
     '{job="x"} | level="error" | logfmt',                            # no parser before it
     '{job="x"} | unpack | level="error"',
+    '{job="x"} | json | __error__="JSONParserErr"',                  # set by the parser itself
+    '{job="x"} | logfmt --strict | __error__="LogfmtParserErr", __error_details__="x"',
 ])
 def test_not_applied_where_the_value_may_not_be_in_the_line(query):
     plan = compile_log_query(parse_expr(query))
