@@ -16,7 +16,8 @@ The storage-side tests only narrow: the pipeline re-checks every row it is given
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Iterable
 from functools import lru_cache
 
 from logql import ast as A
@@ -39,6 +40,19 @@ class LogPlan:
     needles: tuple[tuple[Needle, ...], ...]
     # the pipeline only filters lines: labels need not be tracked per entry
     line_only: bool
+    # what a `| parser | name="value"` filter demands (RequiredLabelValues)
+    label_values: tuple[tuple[str, str], ...] = ()
+
+    def conditions_for(self, stream_labels: Iterable[dict[str, str]]) -> LineConditions:
+        """The line conditions for scanning these streams: `label_values` apply only when
+        none of the streams carries the label (the stream's own value could satisfy it)."""
+        if not self.label_values:
+            return self.conditions
+        names = set().union(*stream_labels)
+        demanded = [(n, v) for n, v in self.label_values if n not in names]
+        if not demanded:
+            return self.conditions
+        return replace(self.conditions, label_values=demanded)
 
 
 def compile_log_query(query: A.LogQuery) -> LogPlan:
@@ -61,6 +75,7 @@ def _compile_cached(query: A.LogQuery) -> LogPlan:
         conditions=_line_conditions(leading),
         needles=_fts_needles(pipeline),
         line_only=pipeline.line_only,
+        label_values=tuple(required),
     )
 
 

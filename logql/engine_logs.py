@@ -69,6 +69,7 @@ class _Feed:
         raw = stream_label_sets(conn, self.ids)
         # sorted by name: a builder that nothing touched hands back this very dict
         self.labels = {sid: dict(sorted(raw[sid].items())) for sid in self.ids}
+        self.conditions = plan.conditions_for(self.labels.values())
         self._progress: scan.ScanProgress | None = None
         self._counted_rows = False
 
@@ -90,17 +91,17 @@ class _Feed:
         lo, hi = self.start, self.end
         if limited and ordered:
             yield from scan.scan_ordered(conn, ids, lo, hi, backward=backward,
-                                         conditions=plan.conditions, deadline=deadline,
+                                         conditions=self.conditions, deadline=deadline,
                                          progress=progress, max_windows=PLAIN_WINDOWS)
             if progress.width:
                 lo, hi = (lo, progress.lo) if backward else (progress.hi, hi)
             if lo >= hi:
                 return
-        keys = fts_candidates(conn, plan, ids, lo, hi)
+        keys = fts_candidates(conn, plan, ids, lo, hi, self.conditions)
         if keys is None:
             if ordered:
                 yield from scan.scan_ordered(conn, ids, self.start, self.end,
-                                             backward=backward, conditions=plan.conditions,
+                                             backward=backward, conditions=self.conditions,
                                              deadline=deadline, progress=progress)
             else:
                 yield from self._scan(backward, ordered)
@@ -122,12 +123,12 @@ class _Feed:
         progress = self._progress = scan.ScanProgress()
         if ordered:
             yield from scan.scan_ordered(self.conn, self.ids, self.start, self.end,
-                                         backward=backward, conditions=self.plan.conditions,
+                                         backward=backward, conditions=self.conditions,
                                          deadline=self.deadline, progress=progress)
         else:
             progress.begin(self.start, self.end, False)
             yield from scan.scan_by_stream(self.conn, self.ids, self.start, self.end,
-                                           conditions=self.plan.conditions,
+                                           conditions=self.conditions,
                                            deadline=self.deadline)
             progress.done(self.start, self.end)
 
@@ -240,7 +241,8 @@ def _utf8_len(line: str) -> int:
 # -- FTS prefilter ---------------------------------------------------------------------------
 
 def fts_candidates(conn: sqlite3.Connection, plan: LogPlan, stream_ids: Sequence[int],
-                   start: int, end: int) -> list[scan.Row] | None:
+                   start: int, end: int,
+                   conditions: scan.LineConditions | None = None) -> list[scan.Row] | None:
     """`(id, stream_id, ts)` of every row of the streams and range that can match the plan's
     needles (unordered): index candidates up to the index's high-water mark plus the whole
     unindexed tail. None when the index cannot narrow enough (then scan the range instead)."""
@@ -253,9 +255,11 @@ def fts_candidates(conn: sqlite3.Connection, plan: LogPlan, stream_ids: Sequence
     pf = fts.prefilter(conn, [list(c) for c in plan.needles])
     if pf is None:
         return None
-    keys = scan.rows_by_ids(conn, pf.ids, stream_ids, start, end, plan.conditions,
+    if conditions is None:
+        conditions = plan.conditions
+    keys = scan.rows_by_ids(conn, pf.ids, stream_ids, start, end, conditions,
                             keys_only=True)
-    keys += scan.rows_after_id(conn, pf.high_water, stream_ids, start, end, plan.conditions,
+    keys += scan.rows_after_id(conn, pf.high_water, stream_ids, start, end, conditions,
                                keys_only=True)
     return keys
 

@@ -46,9 +46,12 @@ class LineConditions:
 
     `all_of`: an AND of ORs of needles `(text, case_insensitive)`; `none_of`: substrings no
     kept line contains. Needles the SQL dialect cannot test exactly are left out (which only
-    widens the scan)."""
+    widens the scan). `label_values`: `(name, value)` pairs a `| parser | name="value"`
+    filter demands of streams without that label: the line holds the value, or a backslash
+    that could hide it, or the entry's metadata has the label (see RequiredLabelValues)."""
     all_of: list[list[tuple[str, bool]]] = field(default_factory=list)
     none_of: list[str] = field(default_factory=list)
+    label_values: list[tuple[str, str]] = field(default_factory=list)
 
     def sql(self) -> tuple[str, list]:
         """(` AND ...` fragment, parameters); empty when nothing applies."""
@@ -73,6 +76,11 @@ class LineConditions:
         for text in self.none_of:
             parts.append("instr(line, ?) = 0")
             params.append(text)
+        for name, value in self.label_values:
+            # metadata is compact JSON written by the ingester: a key reads "name":
+            parts.append("(instr(line, ?) > 0 OR instr(line, '\\') > 0 "
+                         "OR instr(coalesce(metadata, ''), ?) > 0)")
+            params.extend((value, f'"{name}":'))
         if not parts:
             return "", []
         return " AND " + " AND ".join(parts), params

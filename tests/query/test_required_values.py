@@ -105,3 +105,46 @@ def test_loghub_style_answers_unchanged_over_http(make_client):
                       "service_name": "x"}, sort_keys=True), line)
          for i, line in enumerate(lines[:3]) for lvl in [line.split()[0][6:]]])
     assert got == want
+
+
+def test_sql_conditions_change_no_answer(make_client):
+    """The same check runs in SQLite, per query and only when no selected stream carries the
+    label: answers over HTTP equal the pipeline without any check, entry by entry."""
+    client = make_client({"limits_config": {"reject_old_samples": False,
+                                            "discover_log_levels": False}})
+    base = 1_700_000_000_000_000_000
+    streams = []
+    ts = base
+    for labels in STREAMS:
+        values = []
+        for md in METADATA:
+            for line in LINES:
+                ts += 1
+                values.append([str(ts), line, md] if md else [str(ts), line])
+        streams.append({"stream": labels, "values": values})
+    r = client.post("/logstore/api/v1/push", content=json.dumps({"streams": streams}),
+                    headers={"Content-Type": "application/json"})
+    assert r.status_code == 204, r.text
+    # all streams (one has a level label: no SQL check), then those without one (SQL check)
+    for selector, keep in (('{job="x"}', lambda s: True),
+                           ('{job="x", level=""}', lambda s: "level" not in s)):
+        for query in QUERIES:
+            plan = compile_log_query(parse_expr(query))
+            reference = Pipeline(plan.pipeline.stages[1:])
+            want = []
+            for stream in streams:
+                if not keep(stream["stream"]):
+                    continue
+                labels = {**stream["stream"], "service_name": "x"}
+                for value in stream["values"]:
+                    md = value[2] if len(value) > 2 else None
+                    out = _run(reference, labels, value[1], md)
+                    if out is not None:
+                        want.append((json.dumps(out[1], sort_keys=True), value[0], out[0]))
+            r = client.get("/logstore/api/v1/query_range", params={
+                "query": query.replace('{job="x"}', selector, 1), "start": str(base),
+                "end": str(ts + 1), "limit": "5000"})
+            assert r.status_code == 200, r.text
+            got = [(json.dumps(st["stream"], sort_keys=True), v[0], v[1])
+                   for st in r.json()["data"]["result"] for v in st["values"]]
+            assert sorted(got) == sorted(want), (selector, query)
