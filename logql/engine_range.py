@@ -117,7 +117,8 @@ def _scan_samples(conn, tenant, query: A.LogQuery, lr: A.LogRange, op: str, grou
     unsorted: set[LabelKey] = set()
     last_sid: dict[LabelKey, int] = {}
     lines = size = kept = 0
-    for rows in _rows(conn, plan, sids, start, end):
+    conditions = plan.conditions_for(label_sets.values())
+    for rows in _rows(conn, plan, sids, start, end, conditions):
         for _id, sid, ts, line, md in rows:
             lines += 1
             size += len(line)   # characters: close enough for stats, no encode per line
@@ -172,7 +173,7 @@ def _scan_samples(conn, tenant, query: A.LogQuery, lr: A.LogRange, op: str, grou
     return series
 
 
-def _rows(conn, plan, sids, start: int, end: int):
+def _rows(conn, plan, sids, start: int, end: int, conditions):
     """Row batches ``(id, stream_id, ts, line, metadata)``: through the FTS prefilter when
     the line filters name rare enough literals, else stream by stream."""
     if plan.needles:
@@ -182,10 +183,10 @@ def _rows(conn, plan, sids, start: int, end: int):
         except Exception:  # index not there (older database): a plain scan is still exact
             pf = None
         if pf is not None:
-            yield rows_by_ids(conn, pf.ids, sids, start, end, plan.conditions)
-            yield rows_after_id(conn, pf.high_water, sids, start, end, plan.conditions)
+            yield rows_by_ids(conn, pf.ids, sids, start, end, conditions)
+            yield rows_after_id(conn, pf.high_water, sids, start, end, conditions)
             return
-    yield from scan_by_stream(conn, sids, start, end, conditions=plan.conditions)
+    yield from scan_by_stream(conn, sids, start, end, conditions=conditions)
 
 
 def _series_key_fn(grouping: A.Grouping | None) -> Callable[[LabelsBuilder], LabelKey]:

@@ -148,3 +148,13 @@ def test_sql_conditions_change_no_answer(make_client):
             got = [(json.dumps(st["stream"], sort_keys=True), v[0], v[1])
                    for st in r.json()["data"]["result"] for v in st["values"]]
             assert sorted(got) == sorted(want), (selector, query)
+            # metric queries read through the same conditions
+            log_query = query.replace('{job="x"}', selector, 1)
+            # (lines whose parser failed would fail a metric query: they are filtered out)
+            metric = f'sum(count_over_time({log_query} | __error__="" [1h]))'
+            r = client.get("/logstore/api/v1/query", params={"query": metric,
+                                                              "time": str(ts + 1)})
+            assert r.status_code == 200, r.text
+            counts = [s["value"][1] for s in r.json()["data"]["result"]]
+            clean = [w for w in want if "__error__" not in json.loads(w[0])]
+            assert counts == ([str(len(clean))] if clean else []), (selector, query)
