@@ -22,7 +22,6 @@ import http.client
 import json
 import pstats
 import signal
-import socket
 import sqlite3
 import statistics
 import sys
@@ -83,12 +82,6 @@ Where the time goes:
 - `regex filter, limit 100`: the regex's literals narrow in SQLite and through the index; most
   of the remaining time is the FTS candidate list (about 14 k ids) and RE2 per candidate.
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def data_range(db_path: Path) -> tuple[int, int]:
@@ -201,7 +194,7 @@ def main() -> None:
 
     import ingest  # the server start-up of the ingest benchmark
 
-    port = free_port()
+    port = ingest.free_port()
     proc = ingest.start_server(data_dir, port)
     try:
         pending = wait_for_index(db_path)

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 from grafana_client import GrafanaApi
-from grafana_client.client import (GrafanaBadInputError, GrafanaClientError,
-                                   GrafanaUnauthorizedError)
+from grafana_client.client import (
+    GrafanaBadInputError,
+    GrafanaClientError,
+    GrafanaUnauthorizedError,
+)
+
+from tests.grafana.conftest import DASHBOARDS
 
 
 @pytest.fixture
@@ -41,15 +46,7 @@ def test_grafana_client_end_to_end(live):
     api.folder.create_folder("Databases", uid="db-nested", parent_uid="infra")
     api.folder.create_folder("Team Payments", uid="payments")
     saved = {}
-    for uid, title, folder, tags in [
-            ("prod-overview", "Production Overview", "", ["prod", "overview"]),
-            ("cpu-usage", "cpu usage", "", ["infra", "perf"]),
-            ("node-exporter", "Node Exporter", "infra", ["infra", "linux"]),
-            ("network-traffic", "Network Traffic", "infra", ["prod", "infra", "network"]),
-            ("postgres-stats", "Postgres Stats", "db-nested", ["db", "prod"]),
-            ("redis-cache", "Redis Cache", "db-nested", ["db"]),
-            ("payments-api", "Payments API", "payments", ["prod", "payments"]),
-            ("payments-errors", "Payments Errors", "payments", ["payments"])]:
+    for uid, title, folder, tags in DASHBOARDS:  # the spec §4.1 fixture
         out = api.dashboard.update_dashboard({"dashboard": {"uid": uid, "title": title,
                                                             "tags": tags},
                                               "folderUid": folder, "overwrite": False})
