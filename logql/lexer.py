@@ -244,6 +244,18 @@ def _go_unquote_body(body: str) -> str | None:
     return out.decode("utf-8", "surrogateescape")
 
 
+def _word_kind(text: str, word: str, end: int) -> str:
+    """Token kind of an identifier-shaped word ending at `end`: a function word only when a
+    call follows (§1.9), else a keyword, else IDENTIFIER."""
+    low = word.lower()
+    fk = FUNCTION_WORDS.get(low)
+    if fk is not None and _is_function(text, end):
+        return fk
+    if low in KEYWORDS:
+        return low
+    return "IDENTIFIER"
+
+
 def _is_function(text: str, j: int) -> bool:
     """Loki's ``isFunction``: next non-blank text is ``(``, or ``by``/``without`` then ``(``."""
     j = _WS.match(text, j).end()
@@ -290,15 +302,7 @@ def tokenize(text: str) -> list[Token]:
                 col = i - ls + 1
                 if g == "i":
                     word = text[i:j]
-                    low = word.lower()
-                    fk = FUNCTION_WORDS.get(low)
-                    if fk is not None and _is_function(text, j):
-                        kind = fk
-                    elif low in KEYWORDS:
-                        kind = low
-                    else:
-                        kind = "IDENTIFIER"
-                    append(Token(kind, word, word, line, col))
+                    append(Token(_word_kind(text, word, j), word, word, line, col))
                 elif g == "s":
                     append(Token("STRING", text[i:j], text[i + 1:j - 1], line, col))
                 elif g == "o":
@@ -341,14 +345,7 @@ def tokenize(text: str) -> list[Token]:
             if mm:
                 j = mm.end()
                 word = text[i:j]
-                low = word.lower()
-                fk = FUNCTION_WORDS.get(low)
-                if fk is not None and _is_function(text, j):
-                    kind = fk
-                elif low in KEYWORDS:
-                    kind = low
-                else:
-                    kind = "IDENTIFIER"
+                kind = _word_kind(text, word, j)
                 value = word
                 i = j
         if kind is not None:
