@@ -23,6 +23,7 @@ import config as config_module
 from config import Config, ConfigError
 from routes import admin, grafana, meta, push, query, tail
 from routes.errors import EXCEPTION_HANDLERS
+from routes.paths import canonical_path, with_loki_paths
 from services.base import ServiceRegistry, State
 from services.context import AppContext
 from services import indexer as fts_indexer
@@ -39,7 +40,7 @@ SERVICE_NAMES = ["server", "store", "ingester", "indexer"]
 def build_context(cfg: Config) -> AppContext:
     db = Database(cfg.data_dir, synchronous=cfg.storage.synchronous,
                   read_connections=cfg.storage.read_connections)
-    metrics = Metrics(db.size_bytes, lambda: db.commits)
+    metrics = Metrics(db.size_bytes, lambda: db.commits, build=admin.build_labels())
     ingester = Ingester(db, cfg.limits_config)
     ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
                      services=ServiceRegistry(list(SERVICE_NAMES)))
@@ -67,7 +68,7 @@ def _timing_middleware(ctx: AppContext):
                 await app(scope, receive, send=capture)
             finally:
                 handler = scope.get("route_handler")
-                route = next(iter(handler.paths)) if handler is not None else "other"
+                route = canonical_path(handler.paths) if handler is not None else "other"
                 ctx.metrics.observe_request(route, scope["method"], status,
                                             time.perf_counter() - started)
         return middleware
@@ -102,9 +103,8 @@ def create_app(cfg: Config | None = None) -> Litestar:
             ctx.db.close()
             ctx.services.set_all(State.TERMINATED)
 
-    handlers: list[Any] = []
-    for module in ROUTE_MODULES:
-        handlers.extend(module.handlers)
+    handlers = with_loki_paths((h for module in ROUTE_MODULES for h in module.handlers),
+                               cfg.server.loki_paths)
     app = Litestar(
         route_handlers=handlers,
         dependencies={"ctx": Provide(lambda: ctx, use_cache=True, sync_to_thread=False)},

@@ -32,6 +32,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     http_listen_address: str = "127.0.0.1"
     http_listen_port: int = 3100
     log_level: str = "info"
+    # also answer Loki's own paths (/loki, /prometheus, /api/prom): its clients hard-code them
+    loki_paths: bool = True
 
 
 class CommonConfig(msgspec.Struct, kw_only=True):
