@@ -58,10 +58,19 @@ async def services(ctx: Ctx) -> Response:
     return Response(body, status_code=200, media_type=PLAIN)
 
 
+REVISION = f"logstore-{LOGSTORE_VERSION}"
+
+
+def build_labels() -> dict[str, str]:
+    """The labels of `logstore_build_info` on /metrics: the same facts as buildinfo."""
+    return {"version": VERSION, "revision": REVISION, "branch": "main",
+            "pythonversion": platform.python_version()}
+
+
 @get("/logstore/api/v1/status/buildinfo")
 async def buildinfo() -> Response:
     return json_response({
-        "version": VERSION, "revision": f"logstore-{LOGSTORE_VERSION}", "branch": "main",
+        "version": VERSION, "revision": REVISION, "branch": "main",
         "buildUser": "logstore", "buildDate": "2026-11-22T00:00:00Z",
         "goVersion": f"python{platform.python_version()}",
     })

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from prometheus_client import (CollectorRegistry, Counter, GCCollector, Histogram,
+from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram,
                                PlatformCollector, ProcessCollector)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -26,8 +26,14 @@ class _StorageCollector:
 
 
 class Metrics:
-    def __init__(self, db_size: Callable[[], int], db_commits: Callable[[], int] = lambda: 0):
+    def __init__(self, db_size: Callable[[], int], db_commits: Callable[[], int] = lambda: 0,
+                 build: dict[str, str] | None = None):
         self.registry = CollectorRegistry()
+        # Prometheus convention: a constant 1 whose labels say which build is running
+        build = build or {}
+        Gauge("logstore_build_info", "A metric with a constant '1' value labeled by version, "
+              "revision, branch and pythonversion from which logstore was built.",
+              list(build), registry=self.registry).labels(**build).set(1)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
