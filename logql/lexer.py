@@ -332,6 +332,10 @@ def tokenize(text: str) -> list[Token]:
             append(Token("ERROR", "", ParseError("invalid UTF-8 encoding", line, col), line, col))
             return toks
         if i >= n:
+            if n == 0:
+                # Go's text/scanner reports an empty input at line 0, col 0, which Loki
+                # prints without a position: `parse error : syntax error: unexpected $end`
+                line = col = 0
             append(Token("$end", "", None, line, col))
             return toks
         c = text[i]
