@@ -15,31 +15,19 @@ from services.selectors import parse_matchers
 from storage import streams
 
 
-async def _labels(request: Request, ctx: Ctx, name: str | None) -> Response:
+async def label_data(request: Request, ctx: Ctx, name: str | None) -> list[str]:
+    """Label names (`name` None) or the values of label `name`, for the request's range."""
     tenant = ctx.tenant(request)
     params = await read_params(request)
     start, end = time_range(params)
     query = params.get("query")
     matchers = parse_matchers(query) if query else None
     if name is None:
-        data = await ctx.db.read(streams.label_names, tenant, start, end, matchers)
-    else:
-        data = await ctx.db.read(streams.label_values, tenant, name, start, end, matchers)
-    return json_response({"status": "success", "data": data})
+        return await ctx.db.read(streams.label_names, tenant, start, end, matchers)
+    return await ctx.db.read(streams.label_values, tenant, name, start, end, matchers)
 
 
-@route(["/logstore/api/v1/labels", "/logstore/api/v1/label"], http_method=["GET", "POST"])
-async def labels(request: Request, ctx: Ctx) -> Response:
-    return await _labels(request, ctx, None)
-
-
-@route("/logstore/api/v1/label/{name:str}/values", http_method=["GET", "POST"])
-async def label_values(request: Request, ctx: Ctx, name: FromPath[str]) -> Response:
-    return await _labels(request, ctx, name)
-
-
-@route("/logstore/api/v1/series", http_method=["GET", "POST"])
-async def series(request: Request, ctx: Ctx) -> Response:
+async def series_data(request: Request, ctx: Ctx) -> list[dict[str, str]]:
     tenant = ctx.tenant(request)
     params = await read_params(request)
     start, end = time_range(params)
@@ -48,8 +36,22 @@ async def series(request: Request, ctx: Ctx) -> Response:
         raise PlainError(400, "at least one match[] parameter is required: "
                               'for example match[]={app="api"}')
     groups = [parse_matchers(text, require_non_empty=False) for text in texts]
-    data = await ctx.db.read(streams.series, tenant, groups, start, end)
-    return json_response({"status": "success", "data": data})
+    return await ctx.db.read(streams.series, tenant, groups, start, end)
+
+
+@route(["/logstore/api/v1/labels", "/logstore/api/v1/label"], http_method=["GET", "POST"])
+async def labels(request: Request, ctx: Ctx) -> Response:
+    return json_response({"status": "success", "data": await label_data(request, ctx, None)})
+
+
+@route("/logstore/api/v1/label/{name:str}/values", http_method=["GET", "POST"])
+async def label_values(request: Request, ctx: Ctx, name: FromPath[str]) -> Response:
+    return json_response({"status": "success", "data": await label_data(request, ctx, name)})
+
+
+@route("/logstore/api/v1/series", http_method=["GET", "POST"])
+async def series(request: Request, ctx: Ctx) -> Response:
+    return json_response({"status": "success", "data": await series_data(request, ctx)})
 
 
 handlers: list[Any] = [labels, label_values, series]

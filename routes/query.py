@@ -92,14 +92,14 @@ def _interval(params: Params) -> int:
     return value
 
 
-def _parse(text: str | None) -> Any:
+def parse_query(text: str | None) -> Any:
     try:
         return parse_expr(text or "")
     except ParseError as exc:
         raise PlainError(400, str(exc)) from None
 
 
-def _check_limit(ctx: Ctx, limit: int) -> None:
+def check_limit(ctx: Ctx, limit: int) -> None:
     maximum = ctx.config.limits_config.max_entries_limit_per_query
     if maximum > 0 and limit > maximum:
         raise PlainError(400, "max entries limit per query exceeded, limit > "
@@ -134,9 +134,25 @@ def _categorize(request: Request) -> bool:
 async def _evaluate(ctx: Ctx, request: Request, expr: Any, *, start: int, end: int,
                     limit: int, backward: bool, interval: int, step: int,
                     instant: bool) -> Response:
+    categorize = _categorize(request)
+    result_type, result, stats = await run_query(
+        ctx, request, expr, start=start, end=end, limit=limit, backward=backward,
+        interval=interval, step=step, instant=instant, categorize=categorize)
+    data: dict[str, Any] = {"resultType": result_type}
+    if categorize and result_type == "streams":
+        data["encodingFlags"] = [CATEGORIZE]
+    data["result"] = result
+    data["stats"] = stats_json(stats)
+    return json_response({"status": "success", "data": data})
+
+
+async def run_query(ctx: Ctx, request: Request, expr: Any, *, start: int, end: int,
+                    limit: int, backward: bool, interval: int, step: int, instant: bool,
+                    categorize: bool) -> tuple[str, Any, QueryStats]:
+    """(resultType, result, stats) of a parsed query, evaluated on a reader thread; errors
+    as Loki's statuses and texts."""
     tenant = ctx.tenant(request)
     stats = QueryStats(queue_time=_queue_header(request))
-    categorize = _categorize(request)
     submitted = time.monotonic()
     timeout = ctx.config.limits_config.query_timeout
 
@@ -163,12 +179,7 @@ async def _evaluate(ctx: Ctx, request: Request, expr: Any, *, start: int, end: i
     except Exception as exc:  # noqa: BLE001 - Loki answers internal errors as text
         log.exception("query failed")
         raise PlainError(500, str(exc) or type(exc).__name__) from None
-    data: dict[str, Any] = {"resultType": result_type}
-    if categorize and result_type == "streams":
-        data["encodingFlags"] = [CATEGORIZE]
-    data["result"] = result
-    data["stats"] = stats_json(stats)
-    return json_response({"status": "success", "data": data})
+    return result_type, result, stats
 
 
 def _evaluate_metric(conn: Any, tenant: str, expr: Any, start: int, end: int, step: int,
@@ -200,9 +211,9 @@ async def query_range(request: Request, ctx: Ctx) -> Response:
     backward = direction_param(params)
     step = _step(params, start, end)
     interval = _interval(params)
-    expr = _parse(params.get("query"))
+    expr = parse_query(params.get("query"))
     if isinstance(expr, A.LogQuery):
-        _check_limit(ctx, limit)
+        check_limit(ctx, limit)
     _check_length(ctx, start, end)
     return await _evaluate(ctx, request, expr, start=start, end=end, limit=limit,
                            backward=backward, interval=interval, step=step, instant=False)
@@ -222,9 +233,9 @@ async def query(request: Request, ctx: Ctx) -> Response:
         at = time.time_ns()
     limit = limit_param(params)
     backward = direction_param(params)
-    expr = _parse(params.get("query"))
+    expr = parse_query(params.get("query"))
     if isinstance(expr, A.LogQuery):
-        _check_limit(ctx, limit)
+        check_limit(ctx, limit)
         # a log query at one instant covers the lookback window up to and including `time`
         return await _evaluate(ctx, request, expr, start=at - INSTANT_LOOKBACK_NS,
                                end=at + 1, limit=limit, backward=backward, interval=0,

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import msgspec
-from litestar import WebSocket, websocket
+from litestar import Request, Response, WebSocket, get, websocket
 from litestar.exceptions import WebSocketDisconnect
 
 from logql import ParseError, parse_expr
@@ -198,6 +198,28 @@ async def _close(socket: WebSocket, code: int, reason: str) -> None:
         pass
 
 
+# gorilla/websocket's answer to a request without the upgrade (after Loki's own checks)
+NOT_UPGRADED = "Bad Request\n"
+
+
+async def _plain_http(request: Request, ctx: Ctx, legacy: bool) -> Response:
+    """The tail path asked over plain HTTP: Loki checks the request first (400 with its
+    error text), then its WebSocket upgrader refuses the missing upgrade."""
+    _read_request(request, ctx, legacy)  # type: ignore[arg-type] - reads headers and scope
+    return Response(NOT_UPGRADED, status_code=400, media_type="text/plain",
+                    headers={"Sec-Websocket-Version": "13", "X-Content-Type-Options": "nosniff"})
+
+
+@get("/logstore/api/v1/tail")
+async def tail_over_http(request: Request, ctx: Ctx) -> Response:
+    return await _plain_http(request, ctx, legacy=False)
+
+
+@get("/api/compat/tail")
+async def legacy_tail_over_http(request: Request, ctx: Ctx) -> Response:
+    return await _plain_http(request, ctx, legacy=True)
+
+
 @websocket("/logstore/api/v1/tail")
 async def tail(socket: WebSocket, ctx: Ctx) -> None:
     await _serve(socket, ctx, legacy=False)
@@ -208,4 +230,4 @@ async def legacy_tail(socket: WebSocket, ctx: Ctx) -> None:
     await _serve(socket, ctx, legacy=True)
 
 
-handlers: list[Any] = [tail, legacy_tail]
+handlers: list[Any] = [tail, legacy_tail, tail_over_http, legacy_tail_over_http]
