@@ -21,7 +21,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 import config as config_module
 from config import Config, ConfigError
-from routes import admin, grafana, legacy, meta, push, query, tail
+from routes import admin, grafana, legacy, meta, otlp, push, query, tail
 from routes.errors import EXCEPTION_HANDLERS
 from routes.paths import canonical_path, with_loki_paths
 from services.base import ServiceRegistry, State
@@ -33,7 +33,7 @@ from storage.db import Database, migrate, connect, DB_FILENAME
 
 log = logging.getLogger("logstore")
 
-ROUTE_MODULES = [push, meta, admin, grafana, query, tail, legacy]
+ROUTE_MODULES = [push, otlp, meta, admin, grafana, query, tail, legacy]
 SERVICE_NAMES = ["server", "store", "ingester", "indexer"]
 
 

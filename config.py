@@ -45,6 +45,30 @@ class DistributorConfig(msgspec.Struct, kw_only=True):
     max_decompressed_size: int = 5000 << 20
 
 
+class OtlpAttributeRule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One rule of Loki's `otlp_config`: attributes named in `attributes` or matching
+    `regex` get `action` (index_label, structured_metadata or drop)."""
+    action: str
+    attributes: list[str] = msgspec.field(default_factory=list)
+    regex: str = ""
+
+
+class OtlpResourceAttributes(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    ignore_defaults: bool = False  # true: no default index-label list (service.name, ...)
+    attributes_config: list[OtlpAttributeRule] = msgspec.field(default_factory=list)
+
+
+class OtlpConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    resource_attributes: OtlpResourceAttributes = msgspec.field(
+        default_factory=OtlpResourceAttributes)
+    scope_attributes: list[OtlpAttributeRule] = msgspec.field(default_factory=list)
+    log_attributes: list[OtlpAttributeRule] = msgspec.field(default_factory=list)
+    severity_text_as_label: bool = False
+
+
+OTLP_ACTIONS = ("index_label", "structured_metadata", "drop")
+
+
 class LimitsConfig(msgspec.Struct, kw_only=True):
     max_line_size: int = 256 * 1024
     max_label_names_per_series: int = 15
@@ -67,6 +91,7 @@ class LimitsConfig(msgspec.Struct, kw_only=True):
     query_timeout: int = 60 * 10**9  # ns
     volume_enabled: bool = True
     volume_max_series: int = 1000
+    otlp_config: OtlpConfig = msgspec.field(default_factory=OtlpConfig)
 
 
 class RulerConfig(msgspec.Struct, kw_only=True):
@@ -145,7 +170,7 @@ LOKI_ONLY_NESTED = {
                       "max_global_streams_per_user", "max_streams_per_user", "retention_period",
                       "split_queries_by_interval", "max_cache_freshness_per_query",
                       "max_query_parallelism", "max_line_size_truncate", "max_chunks_per_query",
-                      "unordered_writes", "shard_streams", "otlp_config", "query_timeout_default",
+                      "unordered_writes", "shard_streams", "query_timeout_default",
                       "max_concurrent_tail_requests", "increment_duplicate_timestamp",
                       "allow_deletes", "deletion_mode", "max_query_lookback",
                       "bloom_gateway_enable_filtering", "tsdb_max_query_parallelism"},
@@ -254,6 +279,30 @@ def validate(cfg: Config) -> None:
         raise ConfigError("storage.synchronous must be one of off, normal, full, extra")
     if not 0 < cfg.server.http_listen_port < 65536:
         raise ConfigError("server.http_listen_port must be between 1 and 65535")
+    _validate_otlp(cfg.limits_config.otlp_config)
+
+
+def _validate_otlp(otlp: OtlpConfig) -> None:
+    where = "limits_config.otlp_config"
+    for section, rules in (("resource_attributes.attributes_config",
+                            otlp.resource_attributes.attributes_config),
+                           ("scope_attributes", otlp.scope_attributes),
+                           ("log_attributes", otlp.log_attributes)):
+        for rule in rules:
+            if rule.action not in OTLP_ACTIONS:
+                raise ConfigError(f"{where}.{section}: unknown action {rule.action!r} "
+                                  f"(one of {', '.join(OTLP_ACTIONS)})")
+            if rule.action == "index_label" and section == "scope_attributes":
+                raise ConfigError(f"{where}.{section}: index_label action is not supported "
+                                  "for scope attributes")
+            if not rule.attributes and not rule.regex:
+                raise ConfigError(f"{where}.{section}: a rule needs attributes or regex")
+            if rule.regex:
+                try:
+                    re.compile(rule.regex)
+                except re.error as exc:
+                    raise ConfigError(f"{where}.{section}: invalid regex "
+                                      f"{rule.regex!r}: {exc}") from None
 
 
 LOG_LEVELS = ("debug", "info", "warn", "error")

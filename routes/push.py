@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
+import io
 import re
 import time
 import zlib
@@ -68,18 +68,19 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def decode_content_encoding(body: bytes, encoding: str, limit: int) -> bytes:
+def decode_content_encoding(body: bytes, encoding: str, limit: int,
+                            supported: tuple[str, ...] = ("gzip", "deflate")) -> bytes:
+    """The body inflated, never past `limit` + 1 bytes (a small bomb is not inflated whole):
+    413 when over the limit, 400 for a broken body. `supported` names the encodings the
+    caller allows; others are the caller's to refuse before this is called."""
     encoding = encoding.strip().lower()
     if encoding in ("", "snappy", "identity"):
         return body
-    if encoding not in ("gzip", "deflate"):
+    if encoding not in supported:
         raise _fail(400, f'Content-Encoding "{encoding}" not supported')
     try:
-        if encoding == "gzip":
-            out = gzip.decompress(body) if len(body) < limit // 8 else _bounded_gunzip(body, limit)
-        else:
-            out = zlib.decompressobj(-zlib.MAX_WBITS).decompress(body, limit + 1)
-    except (OSError, EOFError, zlib.error) as exc:
+        out = _INFLATE[encoding](body, limit + 1)
+    except (OSError, EOFError, zlib.error, ValueError, RuntimeError) as exc:
         raise _fail(400, f"{encoding}: invalid compressed body: {exc}") from None
     if len(out) > limit:
         raise _fail(413, "request body too large: decompressed message size too large than "
@@ -87,9 +88,33 @@ def decode_content_encoding(body: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
-def _bounded_gunzip(body: bytes, limit: int) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    return d.decompress(body, limit + 1)
+def _inflate_zlib(wbits: int):
+    def inflate(body: bytes, most: int) -> bytes:
+        d = zlib.decompressobj(wbits)
+        out = d.decompress(body, most)
+        if len(out) < most and not d.eof:
+            raise EOFError("unexpected end of compressed data")
+        return out
+    return inflate
+
+
+def _inflate_zstd(body: bytes, most: int) -> bytes:
+    import zstandard  # only OTLP clients send zstd
+    with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)) as reader:
+        return reader.read(most)
+
+
+def _inflate_lz4(body: bytes, most: int) -> bytes:
+    import lz4.frame  # only OTLP clients send lz4
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(body, max_length=most)
+    if len(out) < most and not d.eof:
+        raise EOFError("unexpected end of lz4 frame")
+    return out
+
+
+_INFLATE = {"gzip": _inflate_zlib(16 + zlib.MAX_WBITS), "deflate": _inflate_zlib(-zlib.MAX_WBITS),
+            "zstd": _inflate_zstd, "lz4": _inflate_lz4}
 
 
 def _json_error(exc: msgspec.DecodeError) -> str:
