@@ -1,7 +1,11 @@
 """Ingest throughput over HTTP: the benchmark data set pushed to a real `logstore serve`.
 
     .venv/bin/python bench/ingest.py [--lines 1000000] [--batch 1000] [--clients 4]
-                                     [--format json|protobuf] [--keep DIR]
+                                     [--format json|protobuf|otlp] [--keep DIR]
+
+`otlp` sends OTLP/HTTP protobuf to /otlp/v1/logs, one resource per stream whose attributes
+are the stream's labels; the server is told to index them all, so the same streams are
+stored as with the other formats.
 
 Bodies are encoded before the clock starts, so the figure is the server's. With --keep the
 data directory is left in place for the query benchmarks.
@@ -31,9 +35,14 @@ import dataset  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
 
-def start_server(data_dir: Path, port: int) -> subprocess.Popen:
+OTLP_INDEX_ALL = ("limits_config:\n  otlp_config:\n    resource_attributes:\n"
+                  "      attributes_config:\n        - action: index_label\n"
+                  "          regex: \".*\"\n")
+
+
+def start_server(data_dir: Path, port: int, extra: str = "") -> subprocess.Popen:
     cfg = data_dir.parent / "bench-config.yaml"
-    cfg.write_text(f"common:\n  path_prefix: {data_dir}\nserver:\n  log_level: warn\n")
+    cfg.write_text(f"common:\n  path_prefix: {data_dir}\nserver:\n  log_level: warn\n{extra}")
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--config", str(cfg),
                              "--port", str(port)], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -60,6 +69,8 @@ def free_port() -> int:
 def encode(bodies: list[dict], fmt: str) -> tuple[list[bytes], str]:
     if fmt == "json":
         return [json.dumps(b).encode() for b in bodies], "application/json"
+    if fmt == "otlp":
+        return [encode_otlp(b) for b in bodies], "application/x-protobuf"
     import snappy
     from proto import push_pb2
     out = []
@@ -76,7 +87,25 @@ def encode(bodies: list[dict], fmt: str) -> tuple[list[bytes], str]:
     return out, "application/x-protobuf"
 
 
-def push_all(port: int, bodies: list[bytes], ctype: str, clients: int) -> float:
+def encode_otlp(body: dict) -> bytes:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+        ExportLogsServiceRequest)
+    req = ExportLogsServiceRequest()
+    for s in body["streams"]:
+        rl = req.resource_logs.add()
+        for key, value in sorted(s["stream"].items()):
+            attr = rl.resource.attributes.add()
+            attr.key, attr.value.string_value = key, value
+        records = rl.scope_logs.add().log_records
+        for ts, line in s["values"]:
+            rec = records.add()
+            rec.time_unix_nano = int(ts)
+            rec.body.string_value = line
+    return req.SerializeToString()
+
+
+def push_all(port: int, bodies: list[bytes], ctype: str, clients: int,
+             path: str = "/logstore/api/v1/push") -> float:
     work: queue.SimpleQueue = queue.SimpleQueue()
     for body in bodies:
         work.put(body)
@@ -89,7 +118,7 @@ def push_all(port: int, bodies: list[bytes], ctype: str, clients: int) -> float:
                 body = work.get_nowait()
             except queue.Empty:
                 return
-            conn.request("POST", "/logstore/api/v1/push", body=body,
+            conn.request("POST", path, body=body,
                          headers={"Content-Type": ctype})
             resp = conn.getresponse()
             text = resp.read()
@@ -114,7 +143,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--format", choices=["json", "protobuf"], default="json")
+    ap.add_argument("--format", choices=["json", "protobuf", "otlp"], default="json")
     ap.add_argument("--keep", help="data directory to keep for the query benchmarks")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
@@ -133,9 +162,11 @@ def main() -> None:
         shutil.rmtree(data_dir)
     data_dir.mkdir(parents=True)
     port = free_port()
-    proc = start_server(data_dir, port)
+    otlp = args.format == "otlp"
+    proc = start_server(data_dir, port, OTLP_INDEX_ALL if otlp else "")
     try:
-        elapsed = push_all(port, bodies, ctype, args.clients)
+        elapsed = push_all(port, bodies, ctype, args.clients,
+                           "/otlp/v1/logs" if otlp else "/logstore/api/v1/push")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
