@@ -66,7 +66,7 @@ class _Feed:
         self.stats, self.deadline = stats, deadline
         self.ids = select_stream_ids(conn, tenant, plan.matchers, start, end)
         stats.streams += len(self.ids)
-        raw = stream_label_sets(conn, self.ids)
+        raw = stream_label_sets(conn, self.ids, tenant)
         # sorted by name: a builder that nothing touched hands back this very dict
         self.labels = {sid: dict(sorted(raw[sid].items())) for sid in self.ids}
         self.conditions = plan.conditions_for(self.labels.values())
@@ -373,5 +373,5 @@ def select_streams(conn: sqlite3.Connection, tenant: str, query: A.LogQuery, sta
                    end: int) -> dict[int, dict[str, str]]:
     """Stream id -> stream labels (sorted) for the query's selector and range."""
     ids = select_stream_ids(conn, tenant, compile_log_query(query).matchers, start, end)
-    raw = stream_label_sets(conn, ids)
+    raw = stream_label_sets(conn, ids, tenant)
     return {sid: dict(sorted(raw[sid].items())) for sid in ids}

@@ -104,7 +104,7 @@ def _scan_samples(conn, tenant, query: A.LogQuery, lr: A.LogRange, op: str, grou
     sids = select_stream_ids(conn, tenant, plan.matchers, start, hi)
     if not sids:
         return {}
-    label_sets = stream_label_sets(conn, sids)
+    label_sets = stream_label_sets(conn, sids, tenant)
     pipeline = plan.pipeline
     stream_pipes = {sid: pipeline.for_stream(label_sets[sid]) for sid in sids}
     key_of = _series_key_fn(grouping)
@@ -263,7 +263,7 @@ def _from_rollups(conn, tenant, query: A.LogQuery, op: str, windows, range_ns: i
     index = {x: i for i, x in enumerate(points)}
     range_s = range_ns / NS
     keyed: dict[LabelKey, list[int]] = {}
-    label_sets = stream_label_sets(conn, sorted({sid for sid, _ in totals}))
+    label_sets = stream_label_sets(conn, sorted({sid for sid, _ in totals}), tenant)
     md_cache: dict[str, list] = {}
     for (sid, md), (lines, sizes) in totals.items():
         stats.lines_processed += sum(lines)
@@ -380,7 +380,7 @@ def eval_summed_counts(conn, tenant: str, node: A.VectorAggregation, steps: list
     if width % MINUTE_NS or lo % MINUTE_NS:
         return None
     sids = select_stream_ids(conn, tenant, lr.query.selector.matchers, lo + 1, hi)
-    label_sets = stream_label_sets(conn, sids)
+    label_sets = stream_label_sets(conn, sids, tenant)
     names = sorted(set(node.grouping.labels))
     group_keys: dict[LabelKey, int] = {}
     group_of: dict[int, int] = {}

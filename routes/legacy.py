@@ -37,7 +37,7 @@ def legacy_streams(result: list[dict]) -> list[dict]:
 
 @route("/api/compat/query", http_method=["GET", "POST"])
 async def legacy_query(request: Request, ctx: Ctx) -> Response:
-    ctx.tenant(request)
+    ctx.read_scope(request)
     params = await read_params(request)
     start, end = time_range(params)
     limit = limit_param(params)

@@ -17,7 +17,7 @@ from storage import streams
 
 async def label_data(request: Request, ctx: Ctx, name: str | None) -> list[str]:
     """Label names (`name` None) or the values of label `name`, for the request's range."""
-    tenant = ctx.tenant(request)
+    tenant = ctx.read_scope(request)
     params = await read_params(request)
     start, end = time_range(params)
     query = params.get("query")
@@ -28,7 +28,7 @@ async def label_data(request: Request, ctx: Ctx, name: str | None) -> list[str]:
 
 
 async def series_data(request: Request, ctx: Ctx) -> list[dict[str, str]]:
-    tenant = ctx.tenant(request)
+    tenant = ctx.read_scope(request)
     params = await read_params(request)
     start, end = time_range(params)
     texts = list(dict.fromkeys(params.getall("match[]") + params.getall("match")))

@@ -151,7 +151,7 @@ async def run_query(ctx: Ctx, request: Request, expr: Any, *, start: int, end: i
                     categorize: bool) -> tuple[str, Any, QueryStats]:
     """(resultType, result, stats) of a parsed query, evaluated on a reader thread; errors
     as Loki's statuses and texts."""
-    tenant = ctx.tenant(request)
+    tenant = ctx.read_scope(request)
     stats = QueryStats(queue_time=_queue_header(request))
     submitted = time.monotonic()
     timeout = ctx.config.limits_config.query_timeout
@@ -204,7 +204,7 @@ def _evaluate_metric(conn: Any, tenant: str, expr: Any, start: int, end: int, st
 
 @route("/logstore/api/v1/query_range", http_method=["GET", "POST"])
 async def query_range(request: Request, ctx: Ctx) -> Response:
-    ctx.tenant(request)
+    ctx.read_scope(request)
     params = await read_params(request)
     start, end = time_range(params)
     limit = limit_param(params)
@@ -221,7 +221,7 @@ async def query_range(request: Request, ctx: Ctx) -> Response:
 
 @route("/logstore/api/v1/query", http_method=["GET", "POST"])
 async def query(request: Request, ctx: Ctx) -> Response:
-    ctx.tenant(request)
+    ctx.read_scope(request)
     params = await read_params(request)
     text = params.get("time")
     if text:

@@ -16,6 +16,7 @@ from services.base import ServiceRegistry
 from services.ingester import Ingester
 from services.metrics import Metrics
 from storage.db import Database
+from storage.streams import TenantSet
 
 _TENANT_OK = re.compile(r"^[a-zA-Z0-9!\-_.*'()]+$")
 NO_AUTH_TENANT = "fake"
@@ -42,8 +43,21 @@ class AppContext:
         if "|" in org and not multi:
             raise PlainError(400, "multiple org IDs present", newline=newline)
         for tenant in org.split("|"):
+            if not tenant:
+                raise PlainError(401, "no org id", newline=newline)
             check_tenant_id(tenant, newline)
         return org
+
+    def read_scope(self, request: Request) -> str | TenantSet:
+        """The tenant(s) a read endpoint reads: with `querier.multi_tenant_queries_enabled`,
+        `X-Scope-OrgID: a|b` reads both (a TenantSet; results carry `__tenant_id__`), and a
+        header naming one tenant, even twice, reads it alone, as Loki's querier does."""
+        multi = self.config.querier.multi_tenant_queries_enabled
+        org = self.tenant(request, multi=multi)
+        if "|" not in org:
+            return org
+        ids = TenantSet(org.split("|"))
+        return ids[0] if len(ids) == 1 else ids
 
     def set_log_level(self, level: str) -> None:
         self.config.server.log_level = level

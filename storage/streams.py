@@ -20,6 +20,53 @@ class Matcher(Protocol):
     def matches(self, value: str) -> bool: ...
 
 
+# -- tenants -------------------------------------------------------------------------------
+
+TENANT_LABEL = "__tenant_id__"
+ORIGINAL_TENANT_LABEL = "original___tenant_id__"
+
+
+class TenantSet(tuple):
+    """Several tenants read as one (multi-tenant queries, http-api.md §16): sorted, distinct
+    ids. Every stream read through it carries `__tenant_id__`; a stream's own label of that
+    name is shown as `original___tenant_id__`. A single tenant is a plain `str` instead."""
+
+    def __new__(cls, ids) -> "TenantSet":
+        return super().__new__(cls, sorted(set(ids)))
+
+
+
+class _Renamed:
+    """A matcher on `original___tenant_id__`, asked of the data's own `__tenant_id__`."""
+
+    def __init__(self, m: Matcher, name: str):
+        self.name, self.op, self.value, self._m = name, m.op, m.value, m
+
+    def matches(self, value: str) -> bool:
+        return self._m.matches(value)
+
+
+def _scoped(tenants: TenantSet, matchers: Sequence[Matcher]) -> tuple[list[str], list]:
+    """(tenants to read, matchers for each tenant's data): matchers on `__tenant_id__` choose
+    tenants and are not asked of the data."""
+    chosen, rest = list(tenants), []
+    for m in matchers:
+        if m.name == TENANT_LABEL:
+            chosen = [t for t in chosen if m.matches(t)]
+        elif m.name == ORIGINAL_TENANT_LABEL:
+            rest.append(_Renamed(m, TENANT_LABEL))
+        else:
+            rest.append(m)
+    return chosen, rest
+
+
+def _with_tenant(labels: dict[str, str], tenant: str) -> dict[str, str]:
+    if TENANT_LABEL in labels:
+        labels[ORIGINAL_TENANT_LABEL] = labels.pop(TENANT_LABEL)
+    labels[TENANT_LABEL] = tenant
+    return labels
+
+
 def escape_value(value: str) -> str:
     """Go strconv.Quote-compatible enough for label values: \\ " and control characters."""
     out = []
@@ -116,13 +163,19 @@ def _all_stream_ids(conn: sqlite3.Connection, tenant: str) -> set[int]:
     return {r[0] for r in conn.execute("SELECT id FROM streams WHERE tenant = ?", (tenant,))}
 
 
-def select_stream_ids(conn: sqlite3.Connection, tenant: str, matchers: Sequence[Matcher],
-                      start: int | None = None, end: int | None = None) -> list[int]:
+def select_stream_ids(conn: sqlite3.Connection, tenant: str | TenantSet,
+                      matchers: Sequence[Matcher], start: int | None = None,
+                      end: int | None = None) -> list[int]:
     """Stream ids matching every matcher (and with data overlapping [start, end] if given).
 
     A matcher that accepts the empty string also accepts streams without the label, as in
-    Prometheus: `{x!="a"}` matches streams that have no x.
+    Prometheus: `{x!="a"}` matches streams that have no x. For a TenantSet, the union over
+    the tenants its `__tenant_id__` matchers choose.
     """
+    if isinstance(tenant, TenantSet):
+        chosen, rest = _scoped(tenant, matchers)
+        return sorted(sid for t in chosen
+                      for sid in select_stream_ids(conn, t, rest, start, end))
     result: set[int] | None = None
     # cheapest, most selective matchers first
     ordered = sorted(matchers, key=lambda m: (m.matches(""), m.op != "="))
@@ -169,7 +222,9 @@ def _chunks(items: list, size: int) -> Iterable[list]:
         yield items[i:i + size]
 
 
-def stream_label_sets(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, dict[str, str]]:
+def stream_label_sets(conn: sqlite3.Connection, ids: Sequence[int],
+                      tenant: str | TenantSet | None = None) -> dict[int, dict[str, str]]:
+    """Stream id -> its labels; read through a TenantSet, with `__tenant_id__` added."""
     out: dict[int, dict[str, str]] = {sid: {} for sid in ids}
     for chunk in _chunks(list(ids), 500):
         marks = ",".join("?" * len(chunk))
@@ -177,15 +232,21 @@ def stream_label_sets(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int,
                 f"SELECT s.id, l.name, l.value FROM streams s JOIN stream_labels l "
                 f"ON l.tenant = s.tenant AND l.stream_id = s.id WHERE s.id IN ({marks})", chunk):
             out[sid][name] = value
+    if isinstance(tenant, TenantSet):
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for sid, owner in conn.execute(
+                    f"SELECT id, tenant FROM streams WHERE id IN ({marks})", chunk):
+                _with_tenant(out[sid], owner)
     return out
 
 
-def label_names(conn: sqlite3.Connection, tenant: str, start: int, end: int,
+def label_names(conn: sqlite3.Connection, tenant: str | TenantSet, start: int, end: int,
                 matchers: Sequence[Matcher] | None = None) -> list[str]:
-    if matchers:
-        ids = select_stream_ids(conn, tenant, matchers, start, end)
+    if matchers or isinstance(tenant, TenantSet):
+        ids = select_stream_ids(conn, tenant, matchers or (), start, end)
         names: set[str] = set()
-        for labels in stream_label_sets(conn, ids).values():
+        for labels in stream_label_sets(conn, ids, tenant).values():
             names.update(labels)
         return sorted(names)
     rows = conn.execute(
@@ -195,11 +256,11 @@ def label_names(conn: sqlite3.Connection, tenant: str, start: int, end: int,
     return [r[0] for r in rows]
 
 
-def label_values(conn: sqlite3.Connection, tenant: str, name: str, start: int, end: int,
-                 matchers: Sequence[Matcher] | None = None) -> list[str]:
-    if matchers:
-        ids = select_stream_ids(conn, tenant, matchers, start, end)
-        values = {labels[name] for labels in stream_label_sets(conn, ids).values()
+def label_values(conn: sqlite3.Connection, tenant: str | TenantSet, name: str, start: int,
+                 end: int, matchers: Sequence[Matcher] | None = None) -> list[str]:
+    if matchers or isinstance(tenant, TenantSet):
+        ids = select_stream_ids(conn, tenant, matchers or (), start, end)
+        values = {labels[name] for labels in stream_label_sets(conn, ids, tenant).values()
                   if name in labels}
         return sorted(values)
     rows = conn.execute(
@@ -209,11 +270,11 @@ def label_values(conn: sqlite3.Connection, tenant: str, name: str, start: int, e
     return [r[0] for r in rows]
 
 
-def series(conn: sqlite3.Connection, tenant: str, groups: Sequence[Sequence[Matcher]],
-           start: int, end: int) -> list[dict[str, str]]:
+def series(conn: sqlite3.Connection, tenant: str | TenantSet,
+           groups: Sequence[Sequence[Matcher]], start: int, end: int) -> list[dict[str, str]]:
     """Label sets of streams matching any of the matcher groups (a union), sorted."""
     ids: set[int] = set()
     for group in groups:
         ids.update(select_stream_ids(conn, tenant, group, start, end))
-    sets = stream_label_sets(conn, sorted(ids))
+    sets = stream_label_sets(conn, sorted(ids), tenant)
     return sorted(sets.values(), key=canonical_labels)
