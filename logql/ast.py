@@ -51,7 +51,7 @@ from typing import Union
 from logql.format_go import (
     format_float_f, go_duration_str, go_quote, humanize_bytes,
 )
-from logql.parser_regex import compile_full
+from logql.parser_regex import compile_full, label_regex_is_literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +169,11 @@ class StringLabelFilter:
     value: str
 
     def __str__(self) -> str:
+        # Loki prints a `=~` regex it cannot reduce to literal matching between backquotes
+        # (its regexp filter's String()); a backquote inside keeps the quoted form parseable
+        if self.op == "=~" and self.name != "__error__" and "`" not in self.value \
+                and not label_regex_is_literal(self.value):
+            return f"{self.name}=~`{self.value}`"
         return self.name + self.op + go_quote(self.value)
 
     def matches(self, v: str) -> bool:

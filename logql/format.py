@@ -1,7 +1,9 @@
 """Pretty printer behind ``format_query`` (spec logql.md §9.2).
 
 A node whose canonical text fits in 100 characters prints on one line; longer ones split
-over lines with two-space indentation, the way Loki's ``syntax.Prettify`` does.
+over lines with two-space indentation, the way Loki's ``syntax.Prettify`` does. Where Loki's
+output would change the query's meaning or not parse again (a dropped empty ``on ()``, a
+bare ``without``, the parentheses of a split nested operation), logstore keeps them.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ def pretty(node, level: int = 0) -> str:
     t = type(node)
     if t is A.LogQuery:
         return _log_query(node, level)
-    if t is A.LogRange:
-        return _log_range(node, level)
     if t is A.RangeAggregation:
         return _range_agg(node, level)
     if t is A.VectorAggregation:
@@ -121,7 +121,9 @@ def _range_agg(node: A.RangeAggregation, level: int) -> str:
     s = _ind(level) + node.op + "(\n"
     if node.param is not None:
         s += _ind(level + 1) + format_float_f(node.param) + ",\n"
-    s += pretty(node.log_range, level + 1) + "\n" + _ind(level) + ")"
+    # Loki prints the range through its own rule even when it would fit on one line: the
+    # unwrap on a line of its own, a space before the `[range]`
+    s += _log_range(node.log_range, level + 1) + "\n" + _ind(level) + ")"
     return s + _grouping(node.grouping, True)
 
 
@@ -141,7 +143,7 @@ def _op_text(node: A.BinaryOp) -> str:
         # Loki omits an empty "on ()" here, which changes the meaning (and leaves a bare
         # group_left unparseable); logstore always prints the matching clause.
         op += " " + ("on" if m.on else "ignoring") + " (" + ", ".join(m.labels) + ")"
-        g = m.group_text(", ", type(node.rhs) is A.BinaryOp)
-        if g:
-            op += " " + g
+        # Loki always writes the group modifier after a space, so a one-to-one match ends
+        # in a space: `* on (a) `
+        op += " " + m.group_text(", ", type(node.rhs) is A.BinaryOp)
     return op

@@ -117,3 +117,113 @@ def capture_names(pattern: str) -> list[str]:
 
 def num_groups(pattern: str) -> int:
     return compile_search(pattern).groups
+
+
+# -- which label-filter regexes Loki prints between backquotes ------------------------------
+#
+# Loki turns `name=~"re"` into literal matching when Go's regexp/syntax, after parsing
+# (which factors alternations: `abc|abd` -> `ab[c-d]`, `a|b` -> `[a-b]`) and Simplify, gives
+# a literal, `.*`, `.+`, an alternation of literals, or a literal between `.*`s; otherwise it
+# keeps a regexp filter, whose String() is the regex between backquotes. This reproduces that
+# decision for the shapes Go's factoring produces from literal alternatives.
+
+_META = frozenset(".^$*+?()[]{}|\\")
+
+
+def _plain_literal(text: str) -> str | None:
+    """The literal `text` matches, or None if it has any regex operator (escaped
+    punctuation counts as literal, `\\d` and friends do not)."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            if i + 1 < len(text) and not text[i + 1].isalnum():
+                out.append(text[i + 1])
+                i += 2
+                continue
+            return None
+        if c in _META:
+            return None
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _top_level_branches(text: str) -> list[str] | None:
+    """`a|b|c` split at top level; None when there is any group or class inside."""
+    branches, current, i = [], [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            current.append(text[i:i + 2])
+            i += 2
+            continue
+        if c in "()[]":
+            return None
+        if c == "|":
+            branches.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+        i += 1
+    branches.append("".join(current))
+    return branches
+
+
+def _branch(text: str) -> tuple[bool, str, bool] | None:
+    """A branch `[.*]literal[.*]` as (leading .*, literal, trailing .*), else None."""
+    lead = text.startswith(".*")
+    core = text[2:] if lead else text
+    trail = core.endswith(".*") and not core.endswith("\\.*")
+    core = core[:-2] if trail else core
+    lit = _plain_literal(core)
+    return None if lit is None else (lead, lit, trail)
+
+
+def _factors_to_literals(branches: list[tuple[bool, str, bool]]) -> bool:
+    """Whether Go's alternation factoring of these branches leaves only literals, empty
+    matches, `.*`s and literal prefixes (never a character class)."""
+    parts: list = []
+    i = 0
+    while i < len(branches):
+        lead, prefix, _ = branches[i]
+        j = i + 1
+        while not lead and j < len(branches) and not branches[j][0]:
+            other = branches[j][1]
+            common = 0
+            while common < min(len(prefix), len(other)) and prefix[common] == other[common]:
+                common += 1
+            if not common:
+                break
+            prefix, j = prefix[:common], j + 1
+        if j - i >= 2:
+            parts.append([(False, b[1][len(prefix):], b[2]) for b in branches[i:j]])
+        else:
+            parts.append(branches[i])
+        i = j
+    single = 0  # a run of two single-rune literals becomes a character class
+    for part in parts:
+        one_rune = isinstance(part, tuple) and not part[0] and not part[2] and len(part[1]) == 1
+        single = single + 1 if one_rune else 0
+        if single >= 2:
+            return False
+    return all(_factors_to_literals(part) for part in parts if isinstance(part, list))
+
+
+def label_regex_is_literal(regex: str) -> bool:
+    """Loki would match this label regex with literal filters (printed double-quoted)."""
+    text = regex[4:] if regex.startswith("(?i)") else regex
+    while len(text) >= 2 and text[0] == "(" and text[-1] == ")" and \
+            _top_level_branches(text[1:-1].removeprefix("?:")) is not None:
+        text = text[1:-1].removeprefix("?:")
+    if text in ("", ".*", ".+"):
+        return True
+    branches = _top_level_branches(text)
+    if branches is None:
+        return False
+    parsed = [_branch(b) for b in branches]
+    if any(b is None for b in parsed):
+        return False
+    if len(parsed) == 1:
+        return bool(parsed[0][1])
+    return _factors_to_literals(parsed)

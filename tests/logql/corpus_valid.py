@@ -143,7 +143,9 @@ HAND = [
     ('{a="b"} | ip="1.2.3.4"', '{a="b"} | ip="1.2.3.4"'),
     ('{a="b"} | label_replace="x"', '{a="b"} | label_replace="x"'),
     ('{a="b"} | count = 5', '{a="b"} | count==5'),
-    ('{a="b"} | x =~ "a|b" | y !~ "c"', '{a="b"} | x=~"a|b" | y!~"c"'),
+    # Go parses a|b as the class [a-b]: not literal matching, so Loki prints backquotes
+    ('{a="b"} | x =~ "a|b" | y !~ "c"', '{a="b"} | x=~`a|b` | y!~"c"'),
+    ('{a="b"} | x =~ "GET|POST" | y =~ "\\\\d+"', '{a="b"} | x=~"GET|POST" | y=~`\\d+`'),
     ('{a="b"} | x > 1 or y < 2 | z="w"', '{a="b"} | ( x>1 or y<2 ) | z="w"'),
     # ---- everything together
     ('{a="b"} |= "x" | json | logfmt | regexp "(?P<a>.)" | pattern "<b> <_>" | unpack '
