@@ -29,6 +29,7 @@ from services.context import AppContext
 from services import indexer as fts_indexer
 from services.ingester import Ingester
 from services.metrics import Metrics
+from services.querier import Querier
 from storage.db import Database, migrate, connect, DB_FILENAME
 
 log = logging.getLogger("logstore")
@@ -43,7 +44,8 @@ def build_context(cfg: Config) -> AppContext:
     metrics = Metrics(db.size_bytes, lambda: db.commits, build=admin.build_labels())
     ingester = Ingester(db, cfg.limits_config)
     ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
-                     services=ServiceRegistry(list(SERVICE_NAMES)))
+                     services=ServiceRegistry(list(SERVICE_NAMES)),
+                     querier=Querier(db, cfg.limits_config))
     grafana.register(ctx)
     fts_indexer.register(ctx)
     return ctx

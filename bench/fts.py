@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from logql import parse_expr  # noqa: E402
 from logql.engine_logs import evaluate_log_query  # noqa: E402
+from storage.reader import LogReader  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 from storage import fts  # noqa: E402
 from storage.db import connect  # noqa: E402
@@ -68,7 +69,7 @@ def latency(path: str, query: str, start: int, end: int, runs: int) -> tuple[flo
     times, found = [], 0
     for _ in range(runs):
         t = time.perf_counter()
-        result = evaluate_log_query(conn, "fake", expr, start, end, limit=100, backward=True)
+        result = evaluate_log_query(LogReader(conn), "fake", expr, start, end, limit=100, backward=True)
         times.append(time.perf_counter() - t)
         found = sum(len(s["values"]) for s in result)
     conn.close()

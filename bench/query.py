@@ -153,14 +153,15 @@ def profile(data_dir: Path, spec: dict, start: int, end: int) -> str:
     """cProfile of one evaluation in-process, on a read-only connection."""
     from logql import parse_expr
     from logql.engine_logs import evaluate_log_query
+    from storage.reader import LogReader
     from storage.db import connect
 
     conn = connect(str(data_dir / "logstore.db"), readonly=True)
     expr = parse_expr(spec["query"])
-    evaluate_log_query(conn, "fake", expr, start, end, limit=spec.get("limit", 100))
+    evaluate_log_query(LogReader(conn), "fake", expr, start, end, limit=spec.get("limit", 100))
     prof = cProfile.Profile()
     prof.enable()
-    evaluate_log_query(conn, "fake", expr, start, end, limit=spec.get("limit", 100))
+    evaluate_log_query(LogReader(conn), "fake", expr, start, end, limit=spec.get("limit", 100))
     prof.disable()
     out = []
 

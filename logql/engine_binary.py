@@ -12,7 +12,7 @@ from logql import ast as A
 from logql.arith import arith, compare
 from logql.ast_metric import CARD_MANY_TO_ONE, CARD_ONE_TO_MANY, CARD_ONE_TO_ONE
 from logql.engine_common import LabelKey, Scalar, StepVectors
-from services.errors import PlainError
+from logql.errors import QueryError
 
 COMPARISONS = frozenset(("==", "!=", ">", ">=", "<", "<="))
 SET_OPS = frozenset(("and", "or", "unless"))
@@ -27,7 +27,7 @@ def eval_binary(node: A.BinaryOp, lhs: Scalar | StepVectors,
         return arith(op, lhs, rhs)
     if op in SET_OPS:
         if isinstance(lhs, float) or isinstance(rhs, float):
-            raise PlainError(400, f"parse error : set operator {op} not allowed in binary "
+            raise QueryError(f"parse error : set operator {op} not allowed in binary "
                                   "scalar expression")
         sig = _signature_fn(node.matching)
         return [_set_op(op, lv, rv, sig) for lv, rv in zip(lhs, rhs)]
@@ -93,7 +93,7 @@ def _vector_vector(node: A.BinaryOp, lhs: dict, rhs: dict) -> dict:
         s = sig(key)
         if s in one_by_sig:
             side = "left" if swapped else "right"
-            raise PlainError(400, f"found duplicate series on the {side} hand-side;"
+            raise QueryError(f"found duplicate series on the {side} hand-side;"
                                   "many-to-many matching not allowed: matching labels must be "
                                   "unique on one side")
         one_by_sig[s] = (key, v)
@@ -120,7 +120,7 @@ def _vector_vector(node: A.BinaryOp, lhs: dict, rhs: dict) -> dict:
         metric = _result_labels(key, okey, matching)
         if card == CARD_ONE_TO_ONE:
             if s in matched:
-                raise PlainError(400, "multiple matches for labels: many-to-one matching must "
+                raise QueryError("multiple matches for labels: many-to-one matching must "
                                       "be explicit (group_left/group_right)")
             matched[s] = None
         else:
@@ -128,7 +128,7 @@ def _vector_vector(node: A.BinaryOp, lhs: dict, rhs: dict) -> dict:
             if seen is None:
                 seen = matched[s] = set()
             if metric in seen:
-                raise PlainError(400, "multiple matches for labels: grouping labels must "
+                raise QueryError("multiple matches for labels: grouping labels must "
                                       "ensure unique matches")
             seen.add(metric)
         out[metric] = value

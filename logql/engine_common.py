@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from services.errors import PlainError
+from logql.errors import QueryError
 from storage.streams import escape_value
 
 NS = 10**9
@@ -18,31 +16,20 @@ StepVectors = list[dict[LabelKey, float]]
 """One dict per evaluation step: series labels -> value at that step."""
 
 
-@dataclass
-class ScanStats:
-    """Counts for the ``stats`` object of a metric query response."""
-    lines_processed: int = 0      # entries read (or counted from rollups)
-    bytes_processed: int = 0      # their line bytes
-    post_filter_lines: int = 0    # entries that survived the pipeline
-    entries_returned: int = 0     # series in the result
-    exec_seconds: float = 0.0
-    used_rollups: bool = False
-
-
 def labels_string(key: LabelKey) -> str:
     """Prometheus ``labels.String()``: ``{a="1", b="2"}``."""
     return "{" + ", ".join(f'{k}="{escape_value(v)}"' for k, v in key) + "}"
 
 
-def series_limit_error(limit: int) -> PlainError:
-    return PlainError(400, f"maximum number of series ({limit}) reached for a single query; "
+def series_limit_error(limit: int) -> QueryError:
+    return QueryError(f"maximum number of series ({limit}) reached for a single query; "
                            "consider reducing query cardinality by adding more specific stream "
                            "selectors, reducing the time range, or aggregating results with "
                            "functions like sum(), count() or topk()")
 
 
-def pipeline_error(error: str, key: LabelKey) -> PlainError:
-    return PlainError(400, (
+def pipeline_error(error: str, key: LabelKey) -> QueryError:
+    return QueryError((
         f"pipeline error: '{error}' for series: '{labels_string(key)}'.\n"
         f"Use a label filter to intentionally skip this error. (e.g | __error__!=\"{error}\").\n"
         "To skip all potential errors you can match empty errors.(e.g __error__=\"\")\n"

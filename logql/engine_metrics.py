@@ -1,14 +1,14 @@
 """Metric query evaluation (spec logql.md §7, http-api.md §4): the entry point the query route
 calls, step planning and result assembly.
 
-The route (``routes/query.py``, the log-query engineer's) parses the query, validates the
-request parameters and, for a metric query, calls on a reader thread::
+The query service calls, on a reader thread, with a ``storage.reader.LogReader``::
 
-    result = evaluate_metric(conn, tenant, expr, start_ns=..., end_ns=..., step_ns=...,
-                             instant=False, limits=ctx.config.limits_config)
+    result = evaluate_metric(reader, tenant, expr, start_ns=..., end_ns=..., step_ns=...,
+                             instant=False, limits=config.limits_config, stats=stats)
 
-and puts ``result.result_type`` / ``result.result`` into ``data`` and ``result.stats`` into
-the stats object. Query-time failures raise ``services.errors.PlainError(400, <Loki text>)``.
+and answers ``result.result_type`` / ``result.result`` with ``stats`` (one ``QueryStats``
+for log and metric queries). Query-time failures raise ``logql.errors.QueryError`` with
+Loki's text (400 at the edge).
 
 Values flow between the evaluators as *step vectors*: a list with one dict per evaluation
 step, each mapping a label key (a tuple of ``(name, value)`` pairs sorted by name) to the
@@ -26,13 +26,13 @@ from typing import Any
 
 from logql import ast as A
 from logql.engine_binary import eval_binary
-from logql.engine_common import (
-    LabelKey, NS, ScanStats, Scalar, StepVectors, series_limit_error,
-)
+from logql.engine_common import LabelKey, NS, Scalar, StepVectors, series_limit_error
 from logql.engine_range import eval_range_aggregation, eval_summed_counts
 from logql.engine_vector import eval_label_replace, eval_vector_aggregation
 from logql.format_go import format_float_f
-from services.errors import PlainError
+from logql.results import QueryStats
+from logql.errors import QueryError
+from storage.reader import LogReader
 
 MAX_POINTS = 11000
 DEFAULT_MAX_SERIES = 500
@@ -59,7 +59,7 @@ class MetricResult:
     """
     result_type: str
     result: Any
-    stats: ScanStats = field(default_factory=ScanStats)
+    stats: QueryStats = field(default_factory=QueryStats)
 
     @property
     def series_returned(self) -> int:
@@ -77,19 +77,20 @@ def plan_steps(start_ns: int, end_ns: int, step_ns: int, instant: bool) -> list[
     if instant:
         return [end_ns]
     if step_ns <= 0:
-        raise PlainError(400, "zero or negative query resolution step widths are not "
+        raise QueryError("zero or negative query resolution step widths are not "
                               "accepted. Try a positive integer")
     if (end_ns - start_ns) // step_ns > MAX_POINTS:
-        raise PlainError(400, ERR_MAX_POINTS)
+        raise QueryError(ERR_MAX_POINTS)
     start = start_ns - start_ns % step_ns
     end = end_ns if end_ns % step_ns == 0 else end_ns - end_ns % step_ns + step_ns
     if (end - start) // step_ns > MAX_POINTS:
-        raise PlainError(400, ERR_MAX_POINTS)
+        raise QueryError(ERR_MAX_POINTS)
     return list(range(start, end + 1, step_ns))
 
 
-def evaluate_metric(conn, tenant: str, expr, *, start_ns: int, end_ns: int, step_ns: int,
-                    instant: bool, limits=None) -> MetricResult:
+def evaluate_metric(reader: LogReader, tenant: Any, expr, *, start_ns: int, end_ns: int,
+                    step_ns: int, instant: bool, limits=None,
+                    stats: QueryStats | None = None) -> MetricResult:
     """Evaluate a parsed metric query (any ``logql.ast.SampleExpr``) over SQLite.
 
     Range queries (``instant=False``) evaluate at every step from ``start_ns`` to ``end_ns``
@@ -98,14 +99,15 @@ def evaluate_metric(conn, tenant: str, expr, *, start_ns: int, end_ns: int, step
     ``step_ns`` are ignored) and return a ``vector``, or a ``scalar`` for a number literal.
     ``limits`` is the ``limits_config`` (``max_query_series`` is read, default 500).
     Runs entirely in the calling thread: call it through ``Database.read``.
-    Raises ``PlainError(400, ...)`` with Loki's text for the 11,000-point limit, the series
+    Raises ``QueryError(...)`` with Loki's text for the 11,000-point limit, the series
     limit, pipeline errors (``SampleExtractionErr`` ...) and vector-matching errors.
     """
     began = time.perf_counter()
     steps = plan_steps(start_ns, end_ns, step_ns, instant)
     max_series = getattr(limits, "max_query_series", None) or DEFAULT_MAX_SERIES
-    ev = Evaluator(conn, tenant, steps, step_ns if not instant else 0)
-    value = ev.eval(expr)
+    ev = Evaluator(reader, tenant, steps, step_ns if not instant else 0, stats)
+    with reader.snapshot():
+        value = ev.eval(expr)
     stats = ev.stats
     if isinstance(value, float):
         if instant:
@@ -118,30 +120,33 @@ def evaluate_metric(conn, tenant: str, expr, *, start_ns: int, end_ns: int, step
                                                      max_series), stats)
     else:
         result = MetricResult("matrix", _matrix_json(value, steps, max_series), stats)
-    stats.exec_seconds = time.perf_counter() - began
-    stats.entries_returned = result.series_returned
+    stats.exec_time += time.perf_counter() - began
+    stats.entries_returned += result.series_returned
     return result
 
 
 class Evaluator:
     """Walks the AST; every ``eval`` returns a ``Scalar`` (float) or ``StepVectors``."""
 
-    def __init__(self, conn, tenant: str, steps: list[int], step_ns: int):
-        self.conn = conn
+    def __init__(self, reader: LogReader, tenant: Any, steps: list[int], step_ns: int,
+                 stats: QueryStats | None = None):
+        self.reader = reader
         self.tenant = tenant
         self.steps = steps
         self.step_ns = step_ns
-        self.stats = ScanStats()
+        self.stats = stats if stats is not None else QueryStats()
 
     def eval(self, node) -> Scalar | StepVectors:
+        self.reader.check_deadline()
         if isinstance(node, A.NumberLiteral):
             return float(node.value)
         if isinstance(node, A.VectorExpr):
             return [{(): float(node.value)} for _ in self.steps]
         if isinstance(node, A.RangeAggregation):
-            return eval_range_aggregation(self.conn, self.tenant, node, self.steps, self.stats)
+            return eval_range_aggregation(self.reader, self.tenant, node, self.steps,
+                                          self.stats)
         if isinstance(node, A.VectorAggregation):
-            fast = eval_summed_counts(self.conn, self.tenant, node, self.steps, self.stats)
+            fast = eval_summed_counts(self.reader, self.tenant, node, self.steps, self.stats)
             if fast is not None:
                 return fast
             return eval_vector_aggregation(node, self.eval(node.expr), self.steps)
@@ -150,8 +155,8 @@ class Evaluator:
         if isinstance(node, A.LabelReplace):
             return eval_label_replace(node, self.eval(node.expr))
         if isinstance(node, A.LogQuery):
-            raise PlainError(400, "log queries are not supported by the metric engine")
-        raise PlainError(500, f"unsupported expression {type(node).__name__}")
+            raise QueryError("log queries are not supported by the metric engine")
+        raise TypeError(f"unsupported expression {type(node).__name__}")
 
 
 # ----------------------------------------------------------------------------- result JSON

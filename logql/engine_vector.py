@@ -15,7 +15,7 @@ import re2
 from logql import ast as A
 from logql.engine_common import LabelKey, Scalar, StepVectors, go_regexp_expand
 from logql.engine_functions import mean_of
-from services.errors import PlainError
+from logql.errors import QueryError
 
 
 def _group_fn(grouping: A.Grouping):
@@ -41,7 +41,7 @@ def _group_fn(grouping: A.Grouping):
 def eval_vector_aggregation(node: A.VectorAggregation, value: Scalar | StepVectors,
                             steps: list[int]) -> StepVectors:
     if isinstance(value, float):
-        raise PlainError(400, f"parse error : unexpected scalar in {node.op} aggregation")
+        raise QueryError(f"parse error : unexpected scalar in {node.op} aggregation")
     op = node.op
     group = _group_fn(node.grouping)
     if op in ("topk", "bottomk", "approx_topk"):
@@ -52,7 +52,7 @@ def eval_vector_aggregation(node: A.VectorAggregation, value: Scalar | StepVecto
         return [_sort(vec, desc) for vec in value]
     agg = _AGGREGATORS.get(op)
     if agg is None:
-        raise PlainError(400, f"unsupported vector aggregation {op}")
+        raise QueryError(f"unsupported vector aggregation {op}")
     out: StepVectors = []
     for vec in value:
         groups: dict[LabelKey, list[float]] = {}
@@ -157,11 +157,11 @@ def _sort(vec: dict[LabelKey, float], desc: bool) -> dict[LabelKey, float]:
 
 def eval_label_replace(node: A.LabelReplace, value: Scalar | StepVectors) -> StepVectors:
     if isinstance(value, float):
-        raise PlainError(400, "parse error : label_replace needs a vector")
+        raise QueryError("parse error : label_replace needs a vector")
     try:
         regex = re2.compile("^(?s:" + node.regex + ")$")
     except re2.error as exc:
-        raise PlainError(400, f"invalid regular expression in label_replace(): {node.regex}: "
+        raise QueryError(f"invalid regular expression in label_replace(): {node.regex}: "
                               f"{exc}") from None
     cache: dict[LabelKey, LabelKey] = {}
 
@@ -186,7 +186,7 @@ def eval_label_replace(node: A.LabelReplace, value: Scalar | StepVectors) -> Ste
         for key, v in vec.items():
             new = relabel(key)
             if new in step:
-                raise PlainError(400, "vector cannot contain metrics with the same labelset")
+                raise QueryError("vector cannot contain metrics with the same labelset")
             step[new] = v
         out.append(step)
     return out

@@ -39,4 +39,14 @@ class ParseError(ValueError):
         return f"ParseError({str(self)!r})"
 
 
-__all__ = ["ParseError", "MAX_INPUT_SIZE", "ERR_EMPTY_MATCHERS", "ERR_ONLY_MATCHERS"]
+class QueryError(Exception):
+    """A query that cannot be answered as asked (a limit, a pipeline error met while
+    evaluating, a vector-matching conflict): the request is refused with this text (400)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+__all__ = ["ParseError", "QueryError", "MAX_INPUT_SIZE", "ERR_EMPTY_MATCHERS",
+           "ERR_ONLY_MATCHERS"]

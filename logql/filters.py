@@ -13,10 +13,11 @@ import re
 
 import re2
 
+from logql.errors import QueryError
 from logql.format_go import go_quote
 
 
-class PipelineError(ValueError):
+class PipelineError(QueryError, ValueError):
     """A stage could not be built (the query answers 400 with this text)."""
 
 

@@ -20,6 +20,7 @@ class QueryStats:
     streams: int = 0              # streams selected by the stream selector
     exec_time: float = 0.0        # seconds
     queue_time: float = 0.0       # seconds waited before evaluation started
+    used_rollups: bool = False    # a metric query counted from rollups, not lines
 
     def add(self, other: "QueryStats") -> None:
         self.lines_scanned += other.lines_scanned

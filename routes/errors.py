@@ -7,13 +7,19 @@ import logging
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 
+from logql.errors import ParseError, QueryError
 from services.errors import PlainError
+from storage.scan import QueryTimeout
 
 PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
 log = logging.getLogger("logstore.http")
 
 
-__all__ = ["PlainError", "EXCEPTION_HANDLERS", "plain_response", "PLAIN"]
+__all__ = ["PlainError", "EXCEPTION_HANDLERS", "plain_response", "PLAIN", "TIMEOUT_TEXT"]
+
+TIMEOUT_TEXT = ("request timed out, decrease the duration of the request or add more label "
+                "matchers (prefer exact match over regex match) to reduce the amount of data "
+                "processed")
 
 
 def plain_response(status: int, message: str, *, newline: bool = False) -> Response:
@@ -24,6 +30,15 @@ def plain_response(status: int, message: str, *, newline: bool = False) -> Respo
 
 def handle_plain_error(_: Request, exc: PlainError) -> Response:
     return plain_response(exc.status, exc.message, newline=exc.newline)
+
+
+def handle_query_error(_: Request, exc: ParseError | QueryError) -> Response:
+    """LogQL that does not parse, or cannot be evaluated as asked: 400 with the text."""
+    return plain_response(400, str(exc))
+
+
+def handle_timeout(_: Request, __: QueryTimeout) -> Response:
+    return plain_response(504, TIMEOUT_TEXT)
 
 
 def handle_not_found(_: Request, __: NotFoundException) -> Response:
@@ -48,6 +63,9 @@ def handle_internal_error(request: Request, exc: Exception) -> Response:
 
 EXCEPTION_HANDLERS = {
     PlainError: handle_plain_error,
+    ParseError: handle_query_error,
+    QueryError: handle_query_error,
+    QueryTimeout: handle_timeout,
     NotFoundException: handle_not_found,
     MethodNotAllowedException: handle_method_not_allowed,
     HTTPException: handle_http_exception,

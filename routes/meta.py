@@ -12,7 +12,6 @@ from routes.params import read_params, time_range
 from routes.respond import json_response
 from services.context import Ctx
 from services.selectors import parse_matchers
-from storage import streams
 
 
 async def label_data(request: Request, ctx: Ctx, name: str | None) -> list[str]:
@@ -23,8 +22,8 @@ async def label_data(request: Request, ctx: Ctx, name: str | None) -> list[str]:
     query = params.get("query")
     matchers = parse_matchers(query) if query else None
     if name is None:
-        return await ctx.db.read(streams.label_names, tenant, start, end, matchers)
-    return await ctx.db.read(streams.label_values, tenant, name, start, end, matchers)
+        return await ctx.querier.label_names(tenant, start, end, matchers)
+    return await ctx.querier.label_values(tenant, name, start, end, matchers)
 
 
 async def series_data(request: Request, ctx: Ctx) -> list[dict[str, str]]:
@@ -36,7 +35,7 @@ async def series_data(request: Request, ctx: Ctx) -> list[dict[str, str]]:
         raise PlainError(400, "at least one match[] parameter is required: "
                               'for example match[]={app="api"}')
     groups = [parse_matchers(text, require_non_empty=False) for text in texts]
-    return await ctx.db.read(streams.series, tenant, groups, start, end)
+    return await ctx.querier.series(tenant, groups, start, end)
 
 
 @route(["/logstore/api/v1/labels", "/logstore/api/v1/label"], http_method=["GET", "POST"])

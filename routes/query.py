@@ -1,8 +1,8 @@
 """`/logstore/api/v1/query`, `/query_range` and `/format_query` (http-api.md §4, §9).
 
-Thin: read and validate the parameters in Loki's order, parse the LogQL, run the evaluation
-on a reader thread (log queries: logql.engine_logs; metric queries: logql.engine_metrics),
-encode the answer.
+Thin: read and validate the parameters in Loki's order, parse the LogQL, hand it to the
+query service (services/querier.py), encode the answer. Errors are typed and answered in
+routes/errors.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from litestar import Request, Response, route
 
 from logql import ParseError, format_query as pretty_query, parse_expr
 from logql import ast as A
-from logql.engine_logs import INSTANT_LOOKBACK_NS, evaluate_log_query
-from logql.filters import PipelineError
+from logql.engine_logs import INSTANT_LOOKBACK_NS
 from logql.parser_govalues import parse_go_duration
 from logql.format_go import go_duration_str, prom_duration_str
 from logql.results import QueryStats, stats_json
@@ -26,14 +25,10 @@ from routes.errors import PlainError
 from routes.params import NS, Params, parse_timestamp, read_params, step_param, time_range
 from routes.respond import json_response
 from services.context import Ctx
-from storage.scan import QueryTimeout
 
 log = logging.getLogger("logstore.query")
 
 MAX_POINTS = 11000
-TIMEOUT_TEXT = ("request timed out, decrease the duration of the request or add more label "
-                "matchers (prefer exact match over regex match) to reduce the amount of data "
-                "processed")
 CATEGORIZE = "categorize-labels"
 _INT = re.compile(r"[+-]?\d+")
 
@@ -93,10 +88,7 @@ def _interval(params: Params) -> int:
 
 
 def parse_query(text: str | None) -> Any:
-    try:
-        return parse_expr(text or "")
-    except ParseError as exc:
-        raise PlainError(400, str(exc)) from None
+    return parse_expr(text or "")  # a ParseError is answered 400 at the edge
 
 
 def check_limit(ctx: Ctx, limit: int) -> None:
@@ -149,55 +141,12 @@ async def _evaluate(ctx: Ctx, request: Request, expr: Any, *, start: int, end: i
 async def run_query(ctx: Ctx, request: Request, expr: Any, *, start: int, end: int,
                     limit: int, backward: bool, interval: int, step: int, instant: bool,
                     categorize: bool) -> tuple[str, Any, QueryStats]:
-    """(resultType, result, stats) of a parsed query, evaluated on a reader thread; errors
-    as Loki's statuses and texts."""
-    tenant = ctx.read_scope(request)
-    stats = QueryStats(queue_time=_queue_header(request))
-    submitted = time.monotonic()
-    timeout = ctx.config.limits_config.query_timeout
-
-    def run(conn: Any) -> tuple[str, list]:
-        began = time.monotonic()
-        stats.queue_time += began - submitted
-        deadline = began + timeout / 1e9 if timeout > 0 else None
-        if isinstance(expr, A.LogQuery):
-            result = evaluate_log_query(conn, tenant, expr, start, end, limit=limit,
-                                        backward=backward, interval_ns=interval,
-                                        deadline=deadline, categorize=categorize,
-                                        stats=stats)
-            return "streams", result
-        return _evaluate_metric(conn, tenant, expr, start, end, step, instant, ctx, stats)
-
-    try:
-        result_type, result = await ctx.db.read(run)
-    except QueryTimeout:
-        raise PlainError(504, TIMEOUT_TEXT) from None
-    except (PipelineError, ParseError) as exc:
-        raise PlainError(400, str(exc)) from None
-    except PlainError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - Loki answers internal errors as text
-        log.exception("query failed")
-        raise PlainError(500, str(exc) or type(exc).__name__) from None
-    return result_type, result, stats
-
-
-def _evaluate_metric(conn: Any, tenant: str, expr: Any, start: int, end: int, step: int,
-                     instant: bool, ctx: Ctx, stats: QueryStats) -> tuple[str, Any]:
-    try:
-        from logql.engine_metrics import evaluate_metric
-    except ImportError:
-        raise PlainError(400, "metric queries are not supported yet") from None
-    started = time.perf_counter()
-    out = evaluate_metric(conn, tenant, expr, start_ns=start, end_ns=end, step_ns=step,
-                          instant=instant, limits=ctx.config.limits_config)
-    counts = getattr(out, "stats", None)
-    stats.lines_scanned += getattr(counts, "lines_processed", 0)
-    stats.bytes_scanned += getattr(counts, "bytes_processed", 0)
-    stats.post_filter_lines += getattr(counts, "post_filter_lines", 0)
-    stats.entries_returned += getattr(counts, "entries_returned", 0)
-    stats.exec_time += getattr(counts, "exec_seconds", 0.0) or time.perf_counter() - started
-    return out.result_type, out.result
+    """(resultType, result, stats) of a parsed query, from the query service."""
+    out = await ctx.querier.query(
+        ctx.read_scope(request), expr, start=start, end=end, limit=limit, backward=backward,
+        interval=interval, step=step, instant=instant, categorize=categorize,
+        queue_time=_queue_header(request))
+    return out.result_type, out.result, out.stats
 
 
 # -- handlers --------------------------------------------------------------------------------

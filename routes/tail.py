@@ -27,7 +27,6 @@ from litestar.exceptions import WebSocketDisconnect
 from logql import ParseError, parse_expr
 from logql import ast as A
 from logql.compile import compile_log_query
-from logql.engine_logs import evaluate_log_query
 from logql.filters import PipelineError
 from routes.params import NS, Params, timestamp_param
 from services.context import Ctx
@@ -138,13 +137,9 @@ async def _serve(socket: WebSocket, ctx: Ctx, legacy: bool) -> None:
 
 
 async def _run(socket: WebSocket, ctx: Ctx, req: _TailRequest, tailer: Tailer) -> None:
-    now = time.time_ns()
     try:
-        history = await ctx.db.read(
-            lambda conn: evaluate_log_query(conn, req.tenant, req.query, req.start, now,
-                                            limit=req.limit, backward=True,
-                                            categorize=req.categorize)) \
-            if req.start < now else []
+        history = await ctx.querier.history(req.tenant, req.query, req.start, time.time_ns(),
+                                            req.limit, req.categorize)
     except Exception as exc:  # noqa: BLE001 - reported to the client as Loki does
         await _close(socket, 1011, str(exc))
         return

@@ -15,6 +15,7 @@ from services.errors import PlainError
 from services.base import ServiceRegistry
 from services.ingester import Ingester
 from services.metrics import Metrics
+from services.querier import Querier
 from storage.db import Database
 from storage.streams import TenantSet
 
@@ -29,6 +30,7 @@ class AppContext:
     ingester: Ingester
     metrics: Metrics
     services: ServiceRegistry
+    querier: Querier
     # other subsystems (tail hub, grafana store, ...) register themselves here by name
     extras: dict[str, Any] = field(default_factory=dict)
 

@@ -33,16 +33,17 @@ def conn(tmp_path_factory):
 def test_iter_pipeline_is_oldest_first_with_final_labels(conn):
     from logql import parse_expr
     from logql.engine_logs import iter_pipeline
+    from storage.reader import LogReader
     from logql.results import QueryStats
 
     stats = QueryStats()
-    got = list(iter_pipeline(conn, "fake", parse_expr('{app=~"a|b"} | logfmt | took != ""'),
+    got = list(iter_pipeline(LogReader(conn), "fake", parse_expr('{app=~"a|b"} | logfmt | took != ""'),
                              T, T + 10 * S, stats=stats))
     assert [(ts - T) // S for ts, _, _ in got] == [1, 2, 3, 5]
     assert got[1][2] == {"app": "b", "detected_level": "unknown", "service_name": "b",
                          "took": "250ms"}
     assert stats.post_filter_lines == 4 and stats.lines_scanned == 5 and stats.streams == 2
-    by_stream = list(iter_pipeline(conn, "fake", parse_expr('{app=~"a|b"}'), T, T + 10 * S,
+    by_stream = list(iter_pipeline(LogReader(conn), "fake", parse_expr('{app=~"a|b"}'), T, T + 10 * S,
                                    ordered=False))
     assert [(labels["app"], (ts - T) // S) for ts, _, labels in by_stream] == [
         ("a", 1), ("a", 3), ("a", 5), ("b", 2), ("b", 4)]
@@ -51,15 +52,16 @@ def test_iter_pipeline_is_oldest_first_with_final_labels(conn):
 def test_iter_samples_unwraps_with_conversion_and_errors(conn):
     from logql import parse_expr
     from logql.engine_logs import iter_samples
+    from storage.reader import LogReader
 
     expr = parse_expr('sum_over_time({app="a"} | logfmt | unwrap duration(took) [1m])')
     log_range = expr.log_range
-    got = list(iter_samples(conn, "fake", log_range.query, log_range.unwrap, T, T + 10 * S))
+    got = list(iter_samples(LogReader(conn), "fake", log_range.query, log_range.unwrap, T, T + 10 * S))
     assert [(ts - T) // S for ts, _, _ in got] == [1, 3, 5]
     assert [v for _, v, _ in got] == [1.0, 3.0, 0.0]
     assert "took" not in got[0][2] and got[0][2]["size"] == "2KB"
     assert got[2][2]["__error__"] == "SampleExtractionErr"
     expr = parse_expr('sum_over_time({app="a"} | logfmt | unwrap bytes(size) [1m])')
-    values = [v for _, v, _ in iter_samples(conn, "fake", expr.log_range.query,
+    values = [v for _, v, _ in iter_samples(LogReader(conn), "fake", expr.log_range.query,
                                             expr.log_range.unwrap, T, T + 10 * S)]
     assert values == [2000.0, 1000.0, 4000.0]

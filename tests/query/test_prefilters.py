@@ -79,8 +79,9 @@ def data(tmp_path_factory):
 def _answer(conn, q: str, limit: int, direction: str, stats=None) -> list[tuple[int, str]]:
     from logql import parse_expr
     from logql.engine_logs import evaluate_log_query
+    from storage.reader import LogReader
 
-    result = evaluate_log_query(conn, "fake", parse_expr('{app="pf"} ' + q), T, T + DAY,
+    result = evaluate_log_query(LogReader(conn), "fake", parse_expr('{app="pf"} ' + q), T, T + DAY,
                                 limit=limit, backward=direction == "backward", stats=stats)
     out = [(int(ts), line) for s in result for ts, line in s["values"]]
     return sorted(out, reverse=direction == "backward")

@@ -134,11 +134,6 @@ def test_format_query_error_is_json(client):
 def test_metric_query_goes_to_the_metric_engine(client):
     r = client.get(QUERY_RANGE, params={"query": 'count_over_time({app="a"}[1m])',
                                         "start": "1700000000", "end": "1700000060"})
-    try:
-        import logql.engine_metrics  # noqa: F401
-    except ImportError:
-        assert (r.status_code, r.text) == (400, "metric queries are not supported yet")
-        return
     assert r.status_code == 200, r.text
     data = r.json()["data"]
     assert data["resultType"] == "matrix" and "stats" in data
@@ -148,14 +143,29 @@ def test_metric_query_goes_to_the_metric_engine(client):
     assert r.json()["data"]["result"] == [1700000000, "2"]
 
 
-def test_query_timeout_is_504(make_client):
+TIMEOUT = (504, "request timed out, decrease the duration of the request or add more label "
+                "matchers (prefer exact match over regex match) to reduce the amount of data "
+                "processed")
+
+
+@pytest.mark.parametrize("query", [
+    OK,                                                         # log query
+    'count_over_time({app="a"}[1m])',                           # metric, from rollups
+    'sum by (app) (count_over_time({app="a"}[1m]))',            # summed rollups
+    'count_over_time({app="a"} |= "x" [1m])',                   # metric, scanning lines
+    'quantile_over_time(0.5, {app="a"} | logfmt | unwrap v [1m]) by (app)',
+    'sum(rate({app="a"}[1m])) / sum(rate({app="a"} |= "x" [1m]))',
+])
+@pytest.mark.parametrize("path", [QUERY_RANGE, "/logstore/api/v1/query"])
+def test_query_timeout_is_504_for_every_kind_of_query(make_client, query, path):
     from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
 
-    c = make_client({"limits_config": {"query_timeout": "1ns"}})  # every scan is late
-    r = c.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns()), "x"]]),
+    c = make_client({"limits_config": {"query_timeout": "1ns"}})  # every stage is late
+    r = c.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns() - 10**9), "x v=1"]]),
                headers=JSON_HEADERS)
     assert r.status_code == 204
-    assert error(c, query=OK) == (
-        504, "request timed out, decrease the duration of the request or add more label "
-             "matchers (prefer exact match over regex match) to reduce the amount of data "
-             "processed")
+    r = c.get(path, params={"query": query})
+    assert (r.status_code, r.text) == TIMEOUT
+    # the same queries answer with the default timeout
+    ok = make_client({}, data_dir=c.app.state.ctx.config.common.path_prefix)
+    assert ok.get(path, params={"query": query}).status_code == 200

@@ -1,0 +1,87 @@
+"""The read service: LogQL queries, labels, values and series, and the tail's history.
+
+Routes hand it parsed requests and encode what it returns; it runs each read on a reader
+thread through the storage boundary (`storage.reader.LogReader`), under one deadline
+(`limits_config.query_timeout`) for log and metric queries alike. Failures are typed
+(`logql.errors.QueryError`, `ParseError`, `storage.scan.QueryTimeout`); the HTTP status for
+each is chosen once, in routes/errors.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from config import LimitsConfig
+from logql import ast as A
+from logql.engine_logs import evaluate_log_query
+from logql.engine_metrics import evaluate_metric
+from logql.results import QueryStats
+from storage import streams
+from storage.db import Database
+from storage.reader import LogReader
+from storage.streams import Matcher, TenantSet
+
+Scope = str | TenantSet
+
+
+@dataclass
+class QueryResult:
+    result_type: str   # streams | vector | matrix | scalar
+    result: Any        # JSON-ready, as http-api.md §4 shows it
+    stats: QueryStats
+
+
+class Querier:
+    def __init__(self, db: Database, limits: LimitsConfig):
+        self.db = db
+        self.limits = limits
+
+    def _deadline(self, began: float) -> float | None:
+        timeout = self.limits.query_timeout
+        return began + timeout / 1e9 if timeout > 0 else None
+
+    async def query(self, tenant: Scope, expr: Any, *, start: int, end: int, limit: int,
+                    backward: bool, interval: int = 0, step: int = 0, instant: bool = False,
+                    categorize: bool = False, queue_time: float = 0.0) -> QueryResult:
+        """A parsed log or metric query over [start, end] (a metric instant query at `end`)."""
+        stats = QueryStats(queue_time=queue_time)
+        submitted = time.monotonic()
+
+        def run(conn: Any) -> QueryResult:
+            began = time.monotonic()
+            stats.queue_time += began - submitted
+            reader = LogReader(conn, self._deadline(began))
+            if isinstance(expr, A.LogQuery):
+                result = evaluate_log_query(reader, tenant, expr, start, end, limit=limit,
+                                            backward=backward, interval_ns=interval,
+                                            categorize=categorize, stats=stats)
+                return QueryResult("streams", result, stats)
+            out = evaluate_metric(reader, tenant, expr, start_ns=start, end_ns=end,
+                                  step_ns=step, instant=instant, limits=self.limits,
+                                  stats=stats)
+            return QueryResult(out.result_type, out.result, stats)
+
+        return await self.db.read(run)
+
+    async def history(self, tenant: str, query: A.LogQuery, start: int, end: int, limit: int,
+                      categorize: bool) -> list[dict]:
+        """The newest `limit` entries a tail sends first."""
+        if start >= end:
+            return []
+        return await self.db.read(lambda conn: evaluate_log_query(
+            LogReader(conn, self._deadline(time.monotonic())), tenant, query, start, end,
+            limit=limit, backward=True, categorize=categorize))
+
+    async def label_names(self, tenant: Scope, start: int, end: int,
+                          matchers: Sequence[Matcher] | None) -> list[str]:
+        return await self.db.read(streams.label_names, tenant, start, end, matchers)
+
+    async def label_values(self, tenant: Scope, name: str, start: int, end: int,
+                           matchers: Sequence[Matcher] | None) -> list[str]:
+        return await self.db.read(streams.label_values, tenant, name, start, end, matchers)
+
+    async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
+                     end: int) -> list[dict[str, str]]:
+        return await self.db.read(streams.series, tenant, groups, start, end)

@@ -1,0 +1,320 @@
+"""The read side of the storage boundary: everything the LogQL engine asks of stored logs.
+
+The engine is handed a `LogReader` (as Prometheus hands its engine a `Queryable`) and never
+sees SQL, a connection or a transaction. What it can ask:
+
+    with reader.snapshot(): ...                  one consistent view for a whole evaluation
+    reader.select_streams(tenant, matchers, start, end) -> {stream id: labels}
+    reader.lines(ids, start, end, conditions=..., needles=..., backward=..., ordered=...,
+                 limited=...) -> LineScan        row batches (id, stream, ts, line, metadata)
+    reader.window_counts(ids, points, want_bytes) -> {(stream, metadata): (lines, bytes)}
+    reader.grouped_counts(group_of, points, want_bytes) -> {(group, ""): (lines, bytes)}
+    reader.check_deadline()
+
+`conditions` (`LineConditions`) and `needles` are pushed down: every line they reject is one
+the pipeline would reject, so storage may use them only to narrow what it returns. Here they
+become SQL conditions and FTS candidates; a second backend may use them as it can, or not at
+all. The deadline given at construction stops every statement (SQLite's progress handler)
+and every batch: `QueryTimeout` is raised, whatever the stage.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Protocol, Sequence
+
+from storage import fts, rollups, scan
+from storage.scan import LineConditions, QueryTimeout, Row
+from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
+
+MINUTE_NS = rollups.MINUTE_NS
+# windows a limited query scans plainly before it asks the FTS index (see LineScan)
+PLAIN_WINDOWS = 3
+FIRST_CANDIDATE_BATCH = 500
+# SQLite VM steps between two deadline checks inside one statement
+_PROGRESS_STEPS = 20_000
+
+# (stream id, metadata text) -> (lines per bucket, bytes per bucket)
+Totals = dict[tuple[int, str], tuple[list[int], list[int]]]
+
+__all__ = ["LogReader", "LineScan", "LineConditions", "QueryTimeout", "Row", "Totals",
+           "ScanCounts"]
+
+
+class ScanCounts(Protocol):
+    """Where a scan adds what it examined (the query's stats object)."""
+    lines_scanned: int
+    bytes_scanned: int
+
+
+class LogReader:
+    """The SQLite implementation, over one reader connection."""
+
+    def __init__(self, conn: sqlite3.Connection, deadline: float | None = None):
+        self.conn = conn
+        self.deadline = deadline
+
+    # -- lifetime --------------------------------------------------------------------------
+    @contextmanager
+    def snapshot(self) -> Iterator["LogReader"]:
+        """One read transaction around a whole evaluation (index, tail and scans see the
+        same data); joins one the caller already opened. With a deadline, a statement still
+        running past it is interrupted and the evaluation ends with QueryTimeout."""
+        conn = self.conn
+        owned = not conn.in_transaction
+        if owned:
+            conn.execute("BEGIN")
+        if self.deadline is not None:
+            conn.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+        try:
+            yield self
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc) and self._past_deadline():
+                raise QueryTimeout() from None
+            raise
+        finally:
+            if self.deadline is not None:
+                conn.set_progress_handler(None, 0)
+            if owned and conn.in_transaction:
+                conn.execute("COMMIT")
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise QueryTimeout()
+
+    # -- streams ---------------------------------------------------------------------------
+    def select_streams(self, tenant: str | TenantSet, matchers: Sequence[Matcher],
+                       start: int, end: int) -> dict[int, dict[str, str]]:
+        """Stream id -> labels (sorted by name), for streams matching every matcher with data
+        overlapping [start, end]; ids ascending."""
+        ids = select_stream_ids(self.conn, tenant, matchers, start, end)
+        raw = stream_label_sets(self.conn, ids, tenant)
+        return {sid: dict(sorted(raw[sid].items())) for sid in ids}
+
+    # -- lines -----------------------------------------------------------------------------
+    def lines(self, stream_ids: Sequence[int], start: int, end: int, *,
+              conditions: LineConditions | None = None,
+              needles: Sequence[Sequence[fts.Needle]] = (), backward: bool = False,
+              ordered: bool = True, limited: bool = False,
+              counts: ScanCounts | None = None) -> "LineScan":
+        """Rows of the streams with start <= ts < end, in batches: in time order
+        (`ordered`, newest first if `backward`) or stream after stream. `limited`: the
+        caller may stop early, so read the cheapest way to the first rows."""
+        return LineScan(self, list(stream_ids), start, end, conditions, needles, backward,
+                        ordered, limited, counts)
+
+    # -- counts ----------------------------------------------------------------------------
+    def window_counts(self, stream_ids: Sequence[int], points: list[int],
+                      want_bytes: bool) -> Totals:
+        """Lines and bytes of each (stream, metadata) in buckets (p[i], p[i+1]], without
+        reading lines: whole minutes from the rollups, the rest counted in SQLite."""
+        nb = len(points) - 1
+        if nb <= 0 or not stream_ids:
+            return {}
+        width = points[1] - points[0]
+        even = all(b - a == width for a, b in zip(points, points[1:]))
+        if even and width % MINUTE_NS == 0 and points[0] % MINUTE_NS == 0:
+            return self._grid_counts(stream_ids, points, want_bytes)
+        return self._edge_counts(stream_ids, points, want_bytes)
+
+    def grouped_counts(self, group_of: dict[int, int], points: list[int],
+                       want_bytes: bool) -> Totals:
+        """As window_counts on an even, minute-aligned grid, summed per group of streams
+        (`group_of`: stream id -> group number); keys are (group, "")."""
+        nb = len(points) - 1
+        totals, add = _new_totals(nb)
+        if nb <= 0 or not group_of:
+            return totals
+        origin, width = points[0], points[1] - points[0]
+        for grp, i, n, b in rollups.grouped_rollup_grid(self.conn, group_of, origin, width,
+                                                         nb):
+            add(grp, "", i, n, b)
+        _move_edge_entries(self.conn, list(group_of), points, want_bytes,
+                           lambda sid, md, i, n, b, sign=1: add(group_of[sid], "", i, n, b,
+                                                                sign), nb)
+        return totals
+
+    def _grid_counts(self, sids: Sequence[int], points: list[int], want_bytes: bool) -> Totals:
+        """Buckets of an evenly spaced, minute-aligned grid: rollup minutes by arithmetic,
+        then the entries exactly on a grid point moved to the bucket they end."""
+        nb = len(points) - 1
+        totals, add = _new_totals(nb)
+        origin, width = points[0], points[1] - points[0]
+        for sid, md, i, n, b in rollups.rollup_grid(self.conn, sids, origin, width, nb):
+            add(sid, md, i, n, b)
+        _move_edge_entries(self.conn, sids, points, want_bytes, add, nb)
+        return totals
+
+    def _edge_counts(self, sids: Sequence[int], points: list[int], want_bytes: bool) -> Totals:
+        """Buckets for arbitrary edges: whole minutes from the rollups, the partial minute
+        before each edge from the entries (or every entry, when edges fall mid-minute so
+        often that counting each entry once is cheaper)."""
+        conn = self.conn
+        nb = len(points) - 1
+        totals, add = _new_totals(nb)
+        span = points[-1] - points[0]
+        partial = sum(x % MINUTE_NS for x in points)
+        if partial * 2 > span:
+            ranges = [(points[i], points[i + 1]) for i in range(nb)]
+            for sid, md, i, n, b in rollups.entry_totals(conn, sids, ranges,
+                                                          with_bytes=want_bytes):
+                add(sid, md, i, n, b)
+            return totals
+        floors = [x - x % MINUTE_NS for x in points]
+        minute_ranges = [(floors[i], floors[i + 1]) for i in range(nb)]
+        for sid, md, i, n, b in rollups.rollup_totals(conn, sids, minute_ranges):
+            add(sid, md, i, n, b)
+        # entries with floor_minute(x) <= ts <= x sit in the rollups of the bucket x begins
+        # but belong to the bucket x ends
+        edges = [(f - 1, x) for f, x in zip(floors, points)]
+        for sid, md, i, n, b in rollups.entry_totals(conn, sids, edges, with_bytes=want_bytes):
+            if i > 0:
+                add(sid, md, i - 1, n, b)
+            if i < nb:
+                add(sid, md, i, n, b, -1)
+        return totals
+
+
+def _new_totals(nb: int):
+    totals: Totals = {}
+
+    def add(sid: Any, md: str, i: int, n: int, b: int, sign: int = 1) -> None:
+        t = totals.get((sid, md))
+        if t is None:
+            t = totals[(sid, md)] = ([0] * nb, [0] * nb)
+        t[0][i] += sign * n
+        t[1][i] += sign * b
+    return totals, add
+
+
+def _move_edge_entries(conn: sqlite3.Connection, sids: Sequence[int], points: list[int],
+                       want_bytes: bool, add: Any, nb: int) -> None:
+    index = {x: i for i, x in enumerate(points)}
+    for sid, md, ts, n, b in rollups.entries_at(conn, sids, points, with_bytes=want_bytes):
+        i = index[ts]
+        if i > 0:
+            add(sid, md, i - 1, n, b)
+        if i < nb:
+            add(sid, md, i, n, b, -1)
+
+
+class LineScan:
+    """Row batches of one read, and what it examined (for the stats)."""
+
+    def __init__(self, reader: LogReader, ids: list[int], start: int, end: int,
+                 conditions: LineConditions | None, needles: Sequence, backward: bool,
+                 ordered: bool, limited: bool, counts: ScanCounts | None):
+        self.reader, self.ids, self.start, self.end = reader, ids, start, end
+        self.conditions = conditions
+        self.needles = [list(c) for c in needles]
+        self.backward, self.ordered, self.limited = backward, ordered, limited
+        self.counts = counts
+        self._progress: scan.ScanProgress | None = None
+
+    def __iter__(self) -> Iterator[list[Row]]:
+        return self.batches()
+
+    def batches(self) -> Iterator[list[Row]]:
+        """With FTS needles: a query that may stop early (`limited`) first scans the newest
+        (or oldest) few windows plainly, since a common needle fills the limit there at
+        once; only what remains goes through the index, whose candidate list costs the same
+        whether the needle is rare or not."""
+        conn, ids, deadline = self.reader.conn, self.ids, self.reader.deadline
+        backward, ordered = self.backward, self.ordered
+        if not ids or self.start >= self.end:
+            return
+        if not self.needles:
+            yield from self._scan()
+            return
+        progress = self._progress = scan.ScanProgress()
+        lo, hi = self.start, self.end
+        if self.limited and ordered:
+            yield from scan.scan_ordered(conn, ids, lo, hi, backward=backward,
+                                         conditions=self.conditions, deadline=deadline,
+                                         progress=progress, max_windows=PLAIN_WINDOWS)
+            if progress.width:
+                lo, hi = (lo, progress.lo) if backward else (progress.hi, hi)
+            if lo >= hi:
+                return
+        keys = self._candidates(lo, hi)
+        if keys is None:
+            if ordered:
+                yield from scan.scan_ordered(conn, ids, self.start, self.end,
+                                             backward=backward, conditions=self.conditions,
+                                             deadline=deadline, progress=progress)
+            else:
+                yield from self._scan()
+            return
+        # order the candidates by their keys, read lines only as far as the caller goes
+        order = _key_order if ordered else _stream_order
+        keys.sort(key=order, reverse=backward and ordered)
+        for a, b in _batch_starts(len(keys), FIRST_CANDIDATE_BATCH, scan.TARGET_ROWS):
+            self.reader.check_deadline()
+            rows = scan.rows_by_ids(conn, [k[0] for k in keys[a:b]], ids, lo, hi)
+            rows.sort(key=order, reverse=backward and ordered)
+            if self.counts is not None:
+                self.counts.lines_scanned += len(rows)
+                self.counts.bytes_scanned += sum(utf8_len(r[3]) for r in rows)
+            yield rows
+
+    def _scan(self) -> Iterator[list[Row]]:
+        conn, deadline = self.reader.conn, self.reader.deadline
+        progress = self._progress = scan.ScanProgress()
+        if self.ordered:
+            yield from scan.scan_ordered(conn, self.ids, self.start, self.end,
+                                         backward=self.backward, conditions=self.conditions,
+                                         deadline=deadline, progress=progress)
+        else:
+            progress.begin(self.start, self.end, False)
+            yield from scan.scan_by_stream(conn, self.ids, self.start, self.end,
+                                           conditions=self.conditions, deadline=deadline)
+            progress.done(self.start, self.end)
+
+    def _candidates(self, start: int, end: int) -> list[Row] | None:
+        """`(id, stream_id, ts)` of every row of the streams and range that can match the
+        needles (unordered): index candidates up to the index's high-water mark plus the
+        whole unindexed tail. None when the index cannot narrow enough."""
+        conn = self.reader.conn
+        pf = fts.prefilter(conn, self.needles)
+        if pf is None:
+            return None
+        keys = scan.rows_by_ids(conn, pf.ids, self.ids, start, end, self.conditions,
+                                keys_only=True)
+        keys += scan.rows_after_id(conn, pf.high_water, self.ids, start, end,
+                                   self.conditions, keys_only=True)
+        return keys
+
+    def finish(self) -> None:
+        """Add what the scans examined to the counts (rows SQLite filtered out included)."""
+        p, self._progress = self._progress, None
+        if p is not None and p.lo < p.hi and self.counts is not None:
+            lines, size = scan.range_counts(self.reader.conn, self.ids, p.lo, p.hi)
+            self.counts.lines_scanned += lines
+            self.counts.bytes_scanned += size
+
+
+def utf8_len(line: str) -> int:
+    return len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
+
+
+def _key_order(row: Row) -> tuple[int, int]:
+    return row[2], row[0]
+
+
+def _stream_order(row: Row) -> tuple[int, int, int]:
+    return row[1], row[2], row[0]
+
+
+def _batch_starts(total: int, first: int, rest: int) -> Iterator[tuple[int, int]]:
+    """[start, end) slices: a small first batch (a limited query often needs no more), then
+    bigger ones."""
+    i, size = 0, first
+    while i < total:
+        yield i, min(total, i + size)
+        i += size
+        size = rest
