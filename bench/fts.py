@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from logql import parse_expr  # noqa: E402
-from logql.engine_logs import evaluate_log_query  # noqa: E402
+from logql.engine.logs import evaluate_log_query  # noqa: E402
 from storage.reader import LogReader  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 from storage import fts  # noqa: E402

@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from logql.format import pretty  # noqa: E402
-from logql.parser import parse_expr  # noqa: E402
+from logql.syntax.printer import pretty  # noqa: E402
+from logql.syntax.parser import parse_expr  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 from tests.logql.corpus_valid import VALID  # noqa: E402
 

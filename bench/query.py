@@ -152,7 +152,7 @@ def measure(port: int, spec: dict, start: int, end: int, runs: int) -> list:
 def profile(data_dir: Path, spec: dict, start: int, end: int) -> str:
     """cProfile of one evaluation in-process, on a read-only connection."""
     from logql import parse_expr
-    from logql.engine_logs import evaluate_log_query
+    from logql.engine.logs import evaluate_log_query
     from storage.reader import LogReader
     from storage.db import connect
 

@@ -4,14 +4,8 @@
 """
 
 from logql.errors import ParseError
-from logql.parser import parse_expr, parse_expr_unvalidated, parse_selector
-
-
-def format_query(text: str) -> str:
-    """What Loki's ``/format_query`` answers: the pretty form of the parsed query."""
-    from logql.format import format_query as _fq
-
-    return _fq(text)
+from logql.syntax.parser import parse_expr, parse_expr_unvalidated, parse_selector
+from logql.syntax.printer import format_query
 
 
 __all__ = ["ParseError", "parse_expr", "parse_expr_unvalidated", "parse_selector",

@@ -12,7 +12,7 @@ import config as config_module
 from routes.errors import PLAIN
 from routes.params import read_params
 from routes.respond import json_response
-from services.context import Ctx
+from routes.deps import Ctx
 
 VERSION = "3.7.0"  # the Loki API level we answer for: Grafana enables features by it
 LOGSTORE_VERSION = "0.1.0"

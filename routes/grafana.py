@@ -19,7 +19,8 @@ from services import grafana_perms as perms
 from services import grafana_search as search_svc
 from services.grafana_auth import authenticate
 from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError, parse_int
-from services.context import AppContext, Ctx
+from routes.deps import Ctx
+from services.context import AppContext
 from storage import grafana as store
 
 log = logging.getLogger("logstore.grafana")

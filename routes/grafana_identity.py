@@ -13,7 +13,7 @@ from routes.grafana_common import CallerDep, body_of, ok, write
 from services import grafana_identity as svc
 from services.grafana_auth import hash_password
 from services.grafana_common import GrafanaError
-from services.context import Ctx
+from routes.deps import Ctx
 from services.grafana_search import Query
 
 

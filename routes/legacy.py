@@ -11,17 +11,17 @@ from typing import Any
 from litestar import Request, Response, route
 from litestar.params import FromPath
 
-from logql import ast as A
-from logql.format_go import go_quote
-from logql.results import stats_json
+from logql.syntax import ast as A
+from logql.gocompat.format import go_quote
+from logql.engine.results import stats_json
 from routes.errors import PlainError
 from routes.meta import label_data, series_data
 from routes.params import read_params, time_range
 from routes.query import check_limit, direction_param, limit_param, parse_query, run_query
 from routes.respond import json_response
-from services.context import Ctx
+from routes.deps import Ctx
 from services.ingester import rfc3339
-from storage.streams import canonical_labels
+from logql.model import canonical_labels
 
 NOT_STREAMS = "legacy endpoints only support streams result type"
 

@@ -10,7 +10,7 @@ from litestar.params import FromPath
 from routes.errors import PlainError
 from routes.params import read_params, time_range
 from routes.respond import json_response
-from services.context import Ctx
+from routes.deps import Ctx
 from services.selectors import parse_matchers
 
 

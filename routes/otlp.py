@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 
 from routes.errors import PlainError
 from routes.push import decode_content_encoding, read_body
-from services.context import Ctx
+from routes.deps import Ctx
 from services.ingester import PushError
 from services.otlp import OtlpError, OtlpMapper, hex_ids_to_base64
 

@@ -16,7 +16,7 @@ from litestar import Request, Response, post
 from proto import push_pb2
 from routes.errors import PlainError
 from routes.params import parse_timestamp
-from services.context import Ctx
+from routes.deps import Ctx
 from services.ingester import PushError, RawStream
 from services.labelset import LabelSetError, parse_label_set
 

@@ -16,15 +16,15 @@ import msgspec
 from litestar import Request, Response, route
 
 from logql import ParseError, format_query as pretty_query, parse_expr
-from logql import ast as A
-from logql.engine_logs import INSTANT_LOOKBACK_NS
-from logql.parser_govalues import parse_go_duration
-from logql.format_go import go_duration_str, prom_duration_str
-from logql.results import QueryStats, stats_json
+from logql.syntax import ast as A
+from logql.engine.logs import INSTANT_LOOKBACK_NS
+from logql.gocompat.values import parse_go_duration
+from logql.gocompat.format import go_duration_str, prom_duration_str
+from logql.engine.results import QueryStats, stats_json
 from routes.errors import PlainError
 from routes.params import NS, Params, parse_timestamp, read_params, step_param, time_range
 from routes.respond import json_response
-from services.context import Ctx
+from routes.deps import Ctx
 
 log = logging.getLogger("logstore.query")
 

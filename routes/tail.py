@@ -25,11 +25,11 @@ from litestar import Request, Response, WebSocket, get, websocket
 from litestar.exceptions import WebSocketDisconnect
 
 from logql import ParseError, parse_expr
-from logql import ast as A
-from logql.compile import compile_log_query
-from logql.filters import PipelineError
+from logql.syntax import ast as A
+from logql.plan import compile_log_query
+from logql.gocompat.filters import PipelineError
 from routes.params import NS, Params, timestamp_param
-from services.context import Ctx
+from routes.deps import Ctx
 from services.errors import PlainError
 from services.tail import MAX_TAIL_SECONDS, TailHub, Tailer, TooManyTails, register
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
-
-from litestar import Request
-from litestar.di import NamedDependency
+from typing import Any, Mapping, Protocol
 
 from config import Config
 from services.errors import PlainError
@@ -18,6 +15,12 @@ from services.metrics import Metrics
 from services.querier import Querier
 from storage.db import Database
 from storage.streams import TenantSet
+
+
+class Request(Protocol):
+    """What the tenant rules read of a request (an HTTP request or a WebSocket)."""
+    headers: Mapping[str, str]
+
 
 _TENANT_OK = re.compile(r"^[a-zA-Z0-9!\-_.*'()]+$")
 NO_AUTH_TENANT = "fake"
@@ -77,7 +80,3 @@ def check_tenant_id(tenant: str, newline: bool = False) -> None:
         bad = next(c for c in tenant if not _TENANT_OK.match(c))
         raise PlainError(400, f"tenant ID '{tenant}' contains unsupported character '{bad}'",
                          newline=newline)
-
-
-# handlers declare `ctx: Ctx`: resolved by name from the app's `ctx` dependency
-Ctx = NamedDependency[AppContext]

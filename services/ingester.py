@@ -21,7 +21,7 @@ from services.labelset import LabelSetError, is_valid_label_name, parse_label_se
 from services.levels import LevelDetector, normalise_level
 from storage.db import Database
 from storage.entries import AppendResult, PreparedStream, append
-from storage.streams import canonical_labels, escape_value
+from logql.model import canonical_labels, label_pairs_string
 
 EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
 _SM_RUNS = re.compile(r"[^A-Za-z0-9]+")
@@ -109,7 +109,7 @@ class Ingester:
         labels: dict[str, str] = {}
         for name, value in raw.labels:
             if not is_valid_label_name(name):
-                text = "{" + ", ".join(f'{n}="{escape_value(v)}"' for n, v in raw.labels) + "}"
+                text = label_pairs_string(raw.labels)
                 try:
                     parse_label_set(text)
                     problem = f"invalid label name {name!r}"

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import msgspec
 
 from config import OtlpAttributeRule, OtlpConfig
-from logql.format_go import format_float_f
+from logql.gocompat.format import format_float_f
 from services.ingester import RawStream, normalise_metadata_name
 
 # Loki's default resource attributes that become index labels (§3.3)

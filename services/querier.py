@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from config import LimitsConfig
-from logql import ast as A
-from logql.engine_logs import evaluate_log_query
-from logql.engine_metrics import evaluate_metric
-from logql.results import QueryStats
+from logql.syntax import ast as A
+from logql.engine.logs import evaluate_log_query
+from logql.engine.metrics import evaluate_metric
+from logql.engine.results import QueryStats
 from storage import streams
 from storage.db import Database
 from storage.reader import LogReader

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from logql.errors import ParseError
-from logql.parser import parse_selector
+from logql.syntax.parser import parse_selector
 from services.errors import PlainError
 
 

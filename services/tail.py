@@ -21,10 +21,10 @@ from typing import Any, Iterable
 
 import msgspec
 
-from logql.compile import LogPlan
-from logql.labels import LabelsBuilder
-from logql.results import categorized_labels
-from storage.streams import canonical_labels
+from logql.plan import LogPlan
+from logql.pipeline.builder import LabelsBuilder
+from logql.engine.results import categorized_labels
+from logql.model import canonical_labels
 
 MAX_ENTRIES_PER_FRAME = 100
 MAX_DROPPED_PER_FRAME = 1000

@@ -9,15 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Sequence
 
-
-class Matcher(Protocol):
-    name: str
-    op: str
-    value: str
-
-    def matches(self, value: str) -> bool: ...
+from logql.model import Matcher, canonical_labels, escape_value  # noqa: F401 (re-exported)
 
 
 # -- tenants -------------------------------------------------------------------------------
@@ -65,32 +59,6 @@ def _with_tenant(labels: dict[str, str], tenant: str) -> dict[str, str]:
         labels[ORIGINAL_TENANT_LABEL] = labels.pop(TENANT_LABEL)
     labels[TENANT_LABEL] = tenant
     return labels
-
-
-def escape_value(value: str) -> str:
-    """Go strconv.Quote-compatible enough for label values: \\ " and control characters."""
-    out = []
-    for ch in value:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def canonical_labels(labels: dict[str, str]) -> str:
-    """`{a="1", b="2"}`: sorted by name; the identity of a stream."""
-    return "{" + ", ".join(f'{k}="{escape_value(labels[k])}"' for k in sorted(labels)) + "}"
 
 
 def fingerprint(canonical: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from logql.stages_line import LineFilter
+from logql.pipeline.line import LineFilter
 from storage import fts
 from tests.conftest import loghub_lines
 from tests.helpers import JSON_HEADERS, PUSH, db_path, now_ns, push_body

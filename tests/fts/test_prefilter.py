@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from logql.stages_line import LineFilter
+from logql.pipeline.line import LineFilter
 from storage import fts
 from storage.db import migrate
 from tests.conftest import loghub_lines

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-import logql.format as printer
+import logql.syntax.printer as printer
 from logql import parse_expr
-from logql.format import format_query
-from logql.parser_regex import label_regex_is_literal
+from logql.syntax.printer import format_query
+from logql.gocompat.regexp import label_regex_is_literal
 
 # Loki's pkg/logql/syntax/prettier_test.go, which sets maxCharsPerLine = 20
 LOKI_CASES = [

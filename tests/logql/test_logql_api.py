@@ -4,7 +4,7 @@ import pytest
 
 import logql
 from logql import ParseError, format_query, parse_expr, parse_selector
-from logql.ast import LabelMatcher, StreamSelector
+from logql.syntax.ast import LabelMatcher, StreamSelector
 from logql.errors import ERR_EMPTY_MATCHERS
 
 

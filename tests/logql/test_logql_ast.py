@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from logql import ast as A
-from logql.ast_metric import CARD_MANY_TO_ONE, CARD_ONE_TO_MANY
-from logql.parser import parse_expr
+from logql.syntax import ast as A
+from logql.syntax.ast import CARD_MANY_TO_ONE, CARD_ONE_TO_MANY
+from logql.syntax.parser import parse_expr
 
 SEL = A.StreamSelector((A.LabelMatcher("a", "=", "b"),))
 Q = A.LogQuery(SEL)

@@ -4,7 +4,7 @@ every invalid query raises ParseError with Loki's exact message."""
 import pytest
 
 from logql.errors import ParseError
-from logql.parser import parse_expr
+from logql.syntax.parser import parse_expr
 from tests.logql.corpus_invalid import INVALID
 from tests.logql.corpus_valid import LOSSY, VALID
 

@@ -3,10 +3,10 @@
 import pytest
 
 from logql.errors import ParseError
-from logql.format_go import (
+from logql.gocompat.format import (
     format_float_f, format_float_v, go_duration_str, go_quote, humanize_bytes, prom_duration_str,
 )
-from logql.lexer import (
+from logql.syntax.lexer import (
     GoParseError, go_atoi, go_parse_float, parse_bytes, parse_go_duration, parse_prom_duration,
     tokenize,
 )
@@ -77,7 +77,7 @@ def test_lexer_error_is_a_final_token():
 
 def test_invalid_utf8_is_reported():
     with pytest.raises(ParseError) as e:
-        from logql.parser import parse_expr
+        from logql.syntax.parser import parse_expr
         parse_expr('{a="\udcff"}')
     assert str(e.value) == "parse error at line 1, col 4: invalid UTF-8 encoding"
 

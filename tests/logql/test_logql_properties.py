@@ -7,12 +7,12 @@ import os
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from logql import ast as A
-from logql.ast_metric import CARD_MANY_TO_ONE, CARD_ONE_TO_MANY, CARD_ONE_TO_ONE
+from logql.syntax import ast as A
+from logql.syntax.ast import CARD_MANY_TO_ONE, CARD_ONE_TO_MANY, CARD_ONE_TO_ONE
 from logql.errors import ParseError
-from logql.format import format_query, pretty
-from logql.lexer import KEYWORDS
-from logql.parser import parse_expr
+from logql.syntax.printer import format_query, pretty
+from logql.syntax.lexer import KEYWORDS
+from logql.syntax.parser import parse_expr
 from tests.logql.corpus_invalid import INVALID
 from tests.logql.corpus_valid import VALID
 

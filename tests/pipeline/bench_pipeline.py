@@ -10,11 +10,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from logql.pipeline import Pipeline  # noqa: E402
-from logql.stages_format import LineFormat  # noqa: E402
-from logql.stages_labels import StringLabelFilter  # noqa: E402
-from logql.stages_line import LineFilter  # noqa: E402
-from logql.stages_parsers import JsonParser, LogfmtParser, PatternParser  # noqa: E402
+from logql.pipeline.stages import Pipeline  # noqa: E402
+from logql.pipeline.format import LineFormat  # noqa: E402
+from logql.pipeline.label_filters import StringLabelFilter  # noqa: E402
+from logql.pipeline.line import LineFilter  # noqa: E402
+from logql.pipeline.parsers import JsonParser, LogfmtParser, PatternParser  # noqa: E402
 
 LOGHUB = "/work/shared/data/loghub"
 

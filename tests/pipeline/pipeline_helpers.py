@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from logql.labels import LabelsBuilder
-from logql.pipeline import Pipeline
+from logql.pipeline.builder import LabelsBuilder
+from logql.pipeline.stages import Pipeline
 
 LOGHUB = os.environ.get("LOGHUB_DIR", "/work/shared/data/loghub")
 

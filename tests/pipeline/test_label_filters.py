@@ -3,12 +3,12 @@ import re
 
 import pytest
 
-from logql.filters import PipelineError
-from logql.parser_govalues import go_parse_float as parse_go_float, parse_bytes, parse_go_duration
-from logql.stages_labels import (And, BytesLabelFilter, Drop, DurationLabelFilter, IpLabelFilter, Keep,
+from logql.gocompat.filters import PipelineError
+from logql.gocompat.values import go_parse_float as parse_go_float, parse_bytes, parse_go_duration
+from logql.pipeline.label_filters import (And, BytesLabelFilter, Drop, DurationLabelFilter, IpLabelFilter, Keep,
                                  NumericLabelFilter, Or, StringLabelFilter, Unwrap)
-from logql.stages_parsers import JsonParser, LogfmtParser
-from logql.labels import LabelsBuilder
+from logql.pipeline.parsers import JsonParser, LogfmtParser
+from logql.pipeline.builder import LabelsBuilder
 
 from pipeline_helpers import loghub_lines, run
 

@@ -1,4 +1,4 @@
-from logql.labels import LabelsBuilder
+from logql.pipeline.builder import LabelsBuilder
 
 
 def test_precedence_parsed_over_sm_over_stream():

@@ -1,10 +1,10 @@
 import pytest
 
-from logql.filters import PipelineError
-from logql.pipeline import Pipeline, hoist_line_filters
-from logql.stages_line import Decolorize, LineFilter
-from logql.stages_parsers import JsonParser, UnpackParser
-from logql.stages_labels import StringLabelFilter
+from logql.gocompat.filters import PipelineError
+from logql.pipeline.stages import Pipeline, hoist_line_filters
+from logql.pipeline.line import Decolorize, LineFilter
+from logql.pipeline.parsers import JsonParser, UnpackParser
+from logql.pipeline.label_filters import StringLabelFilter
 
 from pipeline_helpers import loghub_lines, run
 

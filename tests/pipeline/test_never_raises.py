@@ -2,12 +2,12 @@
 
 from hypothesis import given, settings, strategies as st
 
-from logql.pipeline import Pipeline
-from logql.stages_format import LabelFormat, LineFormat
-from logql.stages_labels import (BytesLabelFilter, Drop, DurationLabelFilter, IpLabelFilter, Keep,
+from logql.pipeline.stages import Pipeline
+from logql.pipeline.format import LabelFormat, LineFormat
+from logql.pipeline.label_filters import (BytesLabelFilter, Drop, DurationLabelFilter, IpLabelFilter, Keep,
                                  NumericLabelFilter, StringLabelFilter, Unwrap)
-from logql.stages_line import Decolorize, LineFilter
-from logql.stages_parsers import JsonParser, LogfmtParser, PatternParser, RegexpParser, UnpackParser
+from logql.pipeline.line import Decolorize, LineFilter
+from logql.pipeline.parsers import JsonParser, LogfmtParser, PatternParser, RegexpParser, UnpackParser
 
 from pipeline_helpers import run
 
@@ -43,7 +43,7 @@ def test_no_stage_raises(line):
 @settings(max_examples=200, deadline=None)
 @given(lines)
 def test_unwrap_never_raises(line):
-    from logql.labels import LabelsBuilder
+    from logql.pipeline.builder import LabelsBuilder
     lb = LabelsBuilder({"app": "x"})
     for conv in ("", "bytes", "duration"):
         lb.reset({"v": line})

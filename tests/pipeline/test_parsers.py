@@ -1,9 +1,9 @@
 import pytest
 
-from logql.filters import PipelineError
-from logql.stages_parsers import (JsonParser, LogfmtParser, PatternParser, RegexpParser, UnpackParser,
+from logql.gocompat.filters import PipelineError
+from logql.pipeline.parsers import (JsonParser, LogfmtParser, PatternParser, RegexpParser, UnpackParser,
                                   sanitize_key)
-from logql.stages_labels import StringLabelFilter
+from logql.pipeline.label_filters import StringLabelFilter
 
 from pipeline_helpers import loghub_lines, loghub_structured, run
 
@@ -146,7 +146,7 @@ def test_logfmt_over_loghub_lines_never_raises():
 
 
 def test_logfmt_fast_and_exact_scanners_agree():
-    from logql.stages_parsers import _scan_logfmt_exact, scan_logfmt
+    from logql.pipeline.parsers import _scan_logfmt_exact, scan_logfmt
     samples = ['a=1 b=2', 'a="x y" b', 'k="a\\"b" z=', 'x=1 y=2=3', 'a=\u00e9t\u00e9 b="c"d=e', '=x', 'q="', ' \t a=b ']
     for system in ("OpenStack", "Android"):
         samples += loghub_lines(system)[:300]

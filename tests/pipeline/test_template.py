@@ -1,9 +1,9 @@
 import pytest
 
-from logql.filters import PipelineError
-from logql.stages_format import LabelFormat, LineFormat
-from logql.stages_parsers import JsonParser, LogfmtParser
-from logql.template import Template, TemplateError, TemplateExecError
+from logql.gocompat.filters import PipelineError
+from logql.pipeline.format import LabelFormat, LineFormat
+from logql.pipeline.parsers import JsonParser, LogfmtParser
+from logql.template.parse import Template, TemplateError, TemplateExecError
 
 from pipeline_helpers import loghub_lines, loghub_structured, run
 
@@ -201,7 +201,7 @@ def test_label_format_error_and_build_errors():
 def test_line_format_over_apache_lines():
     rows = loghub_structured("Apache")
     lines = loghub_lines("Apache")
-    from logql.stages_parsers import PatternParser
+    from logql.pipeline.parsers import PatternParser
     stages = [PatternParser("[<time>] [<level>] <content>"),
               LineFormat('{{ .level | upper | alignLeft 6 }}|{{ toDate "Mon Jan 02 15:04:05 2006" .time | unixEpoch }}')]
     for line, row in zip(lines[:200], rows[:200]):

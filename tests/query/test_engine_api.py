@@ -32,9 +32,9 @@ def conn(tmp_path_factory):
 
 def test_iter_pipeline_is_oldest_first_with_final_labels(conn):
     from logql import parse_expr
-    from logql.engine_logs import iter_pipeline
+    from logql.engine.logs import iter_pipeline
     from storage.reader import LogReader
-    from logql.results import QueryStats
+    from logql.engine.results import QueryStats
 
     stats = QueryStats()
     got = list(iter_pipeline(LogReader(conn), "fake", parse_expr('{app=~"a|b"} | logfmt | took != ""'),
@@ -51,7 +51,7 @@ def test_iter_pipeline_is_oldest_first_with_final_labels(conn):
 
 def test_iter_samples_unwraps_with_conversion_and_errors(conn):
     from logql import parse_expr
-    from logql.engine_logs import iter_samples
+    from logql.engine.logs import iter_samples
     from storage.reader import LogReader
 
     expr = parse_expr('sum_over_time({app="a"} | logfmt | unwrap duration(took) [1m])')

@@ -78,7 +78,7 @@ def data(tmp_path_factory):
 
 def _answer(conn, q: str, limit: int, direction: str, stats=None) -> list[tuple[int, str]]:
     from logql import parse_expr
-    from logql.engine_logs import evaluate_log_query
+    from logql.engine.logs import evaluate_log_query
     from storage.reader import LogReader
 
     result = evaluate_log_query(LogReader(conn), "fake", parse_expr('{app="pf"} ' + q), T, T + DAY,
@@ -130,7 +130,7 @@ def test_answers_do_not_depend_on_the_index(data, index_state):
 
 
 def test_rare_needle_reads_few_lines_once_indexed(data):
-    from logql.results import QueryStats
+    from logql.engine.results import QueryStats
 
     conn, rows = data
     _index_up_to(conn, None)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from logql.compile import compile_log_query
-from logql.parser import parse_expr
-from logql.pipeline import Pipeline
-from logql.stages_labels import RequiredLabelValues
+from logql.plan import compile_log_query
+from logql.syntax.parser import parse_expr
+from logql.pipeline.stages import Pipeline
+from logql.pipeline.label_filters import RequiredLabelValues
 
 QUERIES = [
     '{job="x"} | logfmt | level="error"',

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from logql import parse_expr
-from logql.compile import compile_log_query
+from logql.plan import compile_log_query
 from services.tail import TailHub, Tailer
 from storage.entries import AppendResult
 

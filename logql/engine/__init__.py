@@ -1,0 +1,1 @@
+"""Evaluation of log and metric queries through the storage boundary."""

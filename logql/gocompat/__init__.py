@@ -1,0 +1,1 @@
+"""Go behaviour logstore reproduces: quoting, number and duration texts, regexp errors, ip()."""

@@ -1,0 +1,1 @@
+"""Log pipeline stages: line filters, parsers, label filters, formats."""

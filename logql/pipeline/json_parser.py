@@ -1,0 +1,261 @@
+"""JSON-based parser stages: `| json` (all fields, or `| json a="x.y[0]"` extractions) and
+`| unpack` (logql.md §5.4.1, §5.4.2, §5.4.8); key rules shared with the other parsers."""
+
+from __future__ import annotations
+
+import json
+import re
+from json.decoder import scanstring
+
+from logql.gocompat.filters import PipelineError
+from logql.pipeline.builder import EXTRACTED_SUFFIX, JSON_PARSER_ERR
+from logql.pipeline.keys import (_LABEL_NAME, _SEGMENTS, _SPECIAL_NAMES, _fix_surrogates,
+                          _json_segment, _set_parsed, sanitize_key)
+
+
+# --------------------------------------------------------------------------- json
+
+def _reject_constant(name: str):
+    raise ValueError(f"invalid JSON constant {name}")
+
+
+# Numbers are kept as their source text; objects become tuples of (key, value)
+# pairs so duplicate keys stay visible (first one wins) and arrays stay lists.
+_JSON_TOKENS = json.JSONDecoder(parse_float=str, parse_int=str, parse_constant=_reject_constant,
+                                object_pairs_hook=tuple)
+_JSON_PLAIN = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=tuple)
+
+_ERR_OBJECT = "Value looks like object, but can't find closing '}' symbol"
+_ERR_STRING = "Value is string, but can't find closing '\"' symbol"
+_ERR_ESCAPE = "Encountered an invalid escape sequence in a string"
+_ERR_MALFORMED = "Malformed JSON error"
+
+
+def _json_error_text(exc: Exception) -> str:
+    """Map Python's decoder message to the buger/jsonparser text Loki reports."""
+    msg = str(exc)
+    if msg.startswith("Unterminated string"):
+        return _ERR_STRING
+    if msg.startswith("Invalid \\escape") or msg.startswith("Invalid \\uXXXX"):
+        return _ERR_ESCAPE
+    if msg.startswith("Expecting ':' delimiter"):
+        return _ERR_MALFORMED
+    return _ERR_OBJECT
+
+
+def _parse_json_object(line: str, decoder):
+    """The line's top-level object as a tuple of pairs, or raise ValueError."""
+    start = 0
+    n = len(line)
+    while start < n and line[start] in " \t\r\n":
+        start += 1
+    if start >= n or line[start] != "{":
+        raise ValueError("not an object")
+    value, _end = decoder.raw_decode(line, start)  # trailing text is ignored, like jsonparser
+    return value
+
+
+class JsonParser:
+    """`| json` (extractions None) or `| json a="expr", b="c.d[0]"`.
+
+    `extractions`: list of (label_name, expression); a bare `| json c` is ("c", "c").
+    Raises PipelineError for a bad expression or label name.
+    """
+
+    __slots__ = ("extractions", "_paths")
+
+    def __init__(self, extractions: list[tuple[str, str]] | None = None):
+        self.extractions = list(extractions) if extractions else None
+        self._paths = None
+        if self.extractions:
+            paths = []
+            for name, expr in self.extractions:
+                if not _LABEL_NAME.fullmatch(name):
+                    raise PipelineError(f"invalid extracted label name '{name}'")
+                paths.append((name, parse_json_path(expr)))
+            self._paths = tuple(paths)
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        if self._paths is None:
+            self._process_all(line, labels)
+        else:
+            self._process_paths(line, labels)
+        return line
+
+    def _process_all(self, line: str, labels) -> None:
+        try:
+            obj = _parse_json_object(line, _JSON_TOKENS)
+        except Exception as exc:  # noqa: BLE001 - any decoder failure is a JSONParserErr
+            labels.set_error(JSON_PARSER_ERR, _ERR_OBJECT if str(exc) == "not an object" else _json_error_text(exc))
+            return
+        fix = "\\u" in line and ("\\ud" in line.lower())
+        self._flatten(obj, "", labels, fix)
+
+    def _flatten(self, pairs, prefix: str, labels, fix: bool) -> None:
+        # runs for every key of every line: the collision and first-wins rules of
+        # _set_parsed are inlined, and sanitised key segments are cached
+        base_stream, base_sm = labels.stream, labels.sm
+        extracted, parsed = labels.extracted, labels.parsed
+        for key, value in pairs:
+            seg = _SEGMENTS.get(key)
+            if seg is None:
+                seg = _json_segment(key)
+                if len(_SEGMENTS) < 4096:
+                    _SEGMENTS[key] = seg
+            name = (prefix + "_" + seg if prefix and seg else prefix or seg)
+            t = type(value)
+            if t is tuple:
+                self._flatten(value, name, labels, fix)
+                continue
+            if t is list or value is None or not name:
+                continue
+            if t is bool:
+                value = "true" if value else "false"
+            elif fix:
+                value = _fix_surrogates(value)
+            if name[0] in "0123456789":
+                name = "_" + name
+            if name in base_stream or name in base_sm:
+                name += EXTRACTED_SUFFIX
+            if name in extracted:
+                continue
+            extracted.add(name)
+            if name in _SPECIAL_NAMES or name in base_stream or name in base_sm:
+                labels.set(name, value)  # error labels, or a base label named *_extracted
+            else:
+                parsed[name] = value
+
+    def _process_paths(self, line: str, labels) -> None:
+        stripped = line.lstrip(" \t\r\n")
+        if not stripped or stripped[0] not in '{["':
+            labels.set_error(JSON_PARSER_ERR)
+            return
+        for name, path in self._paths:
+            target = name + EXTRACTED_SUFFIX if labels.base_has(name) else name
+            found = json_path_lookup(line, path)
+            if found is None:
+                if not labels.has(target):
+                    labels.set_extracted(target, "")
+                continue
+            labels.set_extracted(target, found)
+
+    def __repr__(self) -> str:
+        return f"JsonParser({self.extractions!r})"
+
+
+_PATH_TOKEN = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:(\d+)|"((?:[^"\\]|\\.)*)")\s*\]')
+
+
+def parse_json_path(expr: str) -> tuple:
+    """`a.b["c d"][0]` -> ("a", "b", "c d", 0); PipelineError when malformed."""
+    steps: list = []
+    pos = 0
+    while pos < len(expr):
+        m = _PATH_TOKEN.match(expr, pos)
+        if m is None:
+            raise PipelineError(f"cannot parse expression [{expr}]: syntax error: unexpected character at {pos}")
+        if m.group(1) is not None:
+            steps.append(m.group(1))
+        elif m.group(2) is not None:
+            steps.append(int(m.group(2)))
+        else:
+            steps.append(json.loads('"' + m.group(3) + '"'))
+        pos = m.end()
+    if not steps:
+        raise PipelineError(f"cannot parse expression [{expr}]: syntax error: unexpected $end")
+    return tuple(steps)
+
+
+def _ws(s: str, i: int) -> int:
+    n = len(s)
+    while i < n and s[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def json_path_lookup(line: str, path: tuple) -> str | None:
+    """Value at `path` in the JSON text: strings unescaped, null -> '', anything
+    else as its raw source text. None when absent or the text is malformed."""
+    try:
+        i = _ws(line, 0)
+        for step in path:
+            if isinstance(step, str):
+                if line[i] != "{":
+                    return None
+                i = _ws(line, i + 1)
+                if line[i] == "}":
+                    return None
+                while True:
+                    if line[i] != '"':
+                        return None
+                    key, i = scanstring(line, i + 1)
+                    i = _ws(line, i)
+                    if line[i] != ":":
+                        return None
+                    i = _ws(line, i + 1)
+                    if key == step:
+                        break
+                    _, i = _JSON_TOKENS.raw_decode(line, i)
+                    i = _ws(line, i)
+                    if line[i] != ",":
+                        return None
+                    i = _ws(line, i + 1)
+            else:
+                if line[i] != "[":
+                    return None
+                i = _ws(line, i + 1)
+                if line[i] == "]":
+                    return None
+                for _ in range(step):
+                    _, i = _JSON_TOKENS.raw_decode(line, i)
+                    i = _ws(line, i)
+                    if line[i] != ",":
+                        return None
+                    i = _ws(line, i + 1)
+        value, end = _JSON_TOKENS.raw_decode(line, i)
+    except (ValueError, IndexError):
+        return None
+    first = line[i]
+    if first == '"':
+        return _fix_surrogates(value)
+    if first == "n":
+        return ""
+    return line[i:end]
+
+
+# --------------------------------------------------------------------------- unpack
+
+class UnpackParser:
+    """`| unpack`: a packed entry's `_entry` becomes the line, its other string
+    members become labels (nothing happens without `_entry`)."""
+
+    __slots__ = ()
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        if not line:
+            return line
+        if line[0] != "{":
+            labels.set_error(JSON_PARSER_ERR, "expecting json object(6), but it is not")
+            return line
+        try:
+            obj = _parse_json_object(line, _JSON_PLAIN)
+        except Exception as exc:  # noqa: BLE001
+            labels.set_error(JSON_PARSER_ERR, _json_error_text(exc))
+            return line
+        entry = None
+        for key, value in obj:
+            if key == "_entry" and type(value) is str:
+                entry = value
+                break
+        if entry is None:
+            return line
+        for key, value in obj:
+            if key == "_entry" or type(value) is not str:
+                continue
+            name = sanitize_key(key)
+            if name:
+                _set_parsed(labels, name, _fix_surrogates(value))
+        return _fix_surrogates(entry)
+
+    def __repr__(self) -> str:
+        return "UnpackParser()"

@@ -1,0 +1,1 @@
+"""LogQL syntax: lexer, parser, immutable AST, printer, static checks."""
