@@ -15,6 +15,9 @@ from typing import Any
 import msgspec
 import yaml
 
+from logql.gocompat.format import prom_duration_str
+from logql.gocompat.values import parse_go_duration, parse_prom_duration
+
 log = logging.getLogger("logstore.config")
 
 DEFAULT_SERVICE_NAME_LABELS = [
@@ -183,10 +186,6 @@ LOKI_ONLY_NESTED = {
     "pattern_ingester": {"lifecycler", "client_config", "metric_aggregation"},
 }
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|y|w|d|h|m|s)")
-_DURATION_NS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9,
-                "h": 3600 * 10**9, "d": 86400 * 10**9, "w": 7 * 86400 * 10**9,
-                "y": 365 * 86400 * 10**9}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?i?B?)\s*$", re.IGNORECASE)
 _SIZE_MULT = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 
@@ -197,19 +196,17 @@ SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_si
 
 
 def parse_duration_ns(text: str | int | float) -> int:
-    """Prometheus-style duration (`1h30m`, `7d`, `1w`); a bare number is seconds."""
+    """A duration as Loki's config takes it: Prometheus form (`1h30m`, `7d`, `1w`), Go form
+    (`1.5h`, `500ms`, `250us`), or a bare number of seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return int(text * 10**9)
     s = str(text).strip()
-    pos, total = 0, 0
-    for m in _DURATION_PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += int(float(m.group(1)) * _DURATION_NS[m.group(2)])
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise ConfigError(f"not a valid duration string: {s!r}")
-    return total
+    for parse in (parse_prom_duration, parse_go_duration):
+        try:
+            return parse(s)
+        except ValueError:
+            continue
+    raise ConfigError(f"not a valid duration string: {s!r}")
 
 
 def parse_size(text: str | int) -> int:
@@ -356,25 +353,12 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
     return config_from_dict(data)
 
 
-def format_duration(ns: int) -> str:
-    """Prometheus model.Duration text: 604800s -> `1w`, 721h -> `30d1h`."""
-    if ns == 0:
-        return "0s"
-    out, ms = [], ns // 10**6
-    for unit, size in (("y", 31536000000), ("w", 604800000), ("d", 86400000), ("h", 3600000),
-                       ("m", 60000), ("s", 1000), ("ms", 1)):
-        if ms >= size:
-            out.append(f"{ms // size}{unit}")
-            ms %= size
-    return "".join(out)
-
-
 def to_plain(cfg: Config) -> dict:
     plain = msgspec.to_builtins(cfg)
     for section in plain.values():
         if isinstance(section, dict):
             for key in DURATION_FIELDS & section.keys():
-                section[key] = format_duration(section[key])
+                section[key] = prom_duration_str(section[key])
     if plain.get("grafana", {}).get("admin_password"):
         plain["grafana"]["admin_password"] = "********"
     return plain

@@ -11,12 +11,10 @@ from urllib.parse import parse_qsl
 
 from litestar import Request
 
+from logql.gocompat.values import parse_prom_duration
 from routes.errors import PlainError
 
 NS = 10**9
-_DURATION = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
-_DURATION_UNITS = {"ms": 10**6, "s": NS, "m": 60 * NS, "h": 3600 * NS, "d": 86400 * NS,
-                   "w": 7 * 86400 * NS, "y": 365 * 86400 * NS}
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
@@ -49,22 +47,7 @@ async def read_params(request: Request) -> Params:
 
 def parse_duration(text: str) -> int:
     """Prometheus duration (`5m`, `1h30m`, `2d`, `1w`) to ns; ValueError when invalid."""
-    pos, total, last_unit = 0, 0, None
-    if not text:
-        raise ValueError(text)
-    order = ["y", "w", "d", "h", "m", "s", "ms"]
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            raise ValueError(text)
-        unit = m.group(2)
-        if last_unit is not None and order.index(unit) <= order.index(last_unit):
-            raise ValueError(text)
-        last_unit = unit
-        total += int(m.group(1)) * _DURATION_UNITS[unit]
-        pos = m.end()
-    if pos != len(text):
-        raise ValueError(text)
-    return total
+    return parse_prom_duration(text)
 
 
 def parse_timestamp(text: str) -> int:
