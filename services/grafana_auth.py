@@ -19,12 +19,11 @@ import sqlite3
 import string
 import sys
 import threading
-import time
 import uuid
 import zlib
 from typing import Any
 
-from services.grafana_common import ORG_ID, ORG_NAME, Caller, now_text, unauthorized
+from services.grafana_common import ORG_ID, ORG_NAME, Caller, Clock, now_text, unauthorized
 from storage import grafana_identity as ident
 
 log = logging.getLogger("logstore.grafana")
@@ -113,7 +112,7 @@ def authenticate(conn: sqlite3.Connection, header: str | None, org_header: str |
         row = ident.token_by_hash(conn, digest)
         if row is None or row["is_disabled"]:
             raise unauthorized("Invalid API key")
-        if row["expires"] is not None and row["expires"] <= time.time():
+        if row["expires"] is not None and row["expires"] <= Clock.now():
             raise unauthorized("API key expired")
         org_id = row["org_id"]
         if org_header is not None and org_header.strip() != str(org_id):

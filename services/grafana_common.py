@@ -67,8 +67,17 @@ class Caller:
         return self.role == "Admin"
 
 
+class Clock:
+    """Wall-clock seconds for token expiry; tests set `offset` to move time on."""
+    offset = 0.0
+
+    @classmethod
+    def now(cls) -> float:
+        return time.time() + cls.offset
+
+
 def now_text() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(Clock.now()))
 
 
 def parse_int(text: str | None) -> int:

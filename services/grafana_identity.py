@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
-import time
 from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
 
 from services.grafana_auth import check_password, new_token, new_uid, token_digest
-from services.grafana_common import (ROLES, Caller, GrafanaError, bad_request, forbidden,
+from services.grafana_common import (ROLES, Caller, Clock, GrafanaError, bad_request, forbidden,
                                      now_text)
 from storage import grafana_identity as ident
 
@@ -295,7 +294,7 @@ def create_token(conn: sqlite3.Connection, caller: Caller, sa_id: int, body: Cre
     key = new_token()
     digest = token_digest(key)
     assert digest is not None
-    expires = int(time.time()) + body.secondsToLive if body.secondsToLive > 0 else None
+    expires = int(Clock.now()) + body.secondsToLive if body.secondsToLive > 0 else None
     token_id = ident.insert_token(conn, caller.org_id, sa_id, body.name, digest, now_text(),
                                   expires)
     return {"id": token_id, "name": body.name, "key": key}
@@ -304,7 +303,7 @@ def create_token(conn: sqlite3.Connection, caller: Caller, sa_id: int, body: Cre
 def list_tokens(conn: sqlite3.Connection, caller: Caller, sa_id: int) -> list[dict]:
     _sa(conn, caller, sa_id)
     out = []
-    now = time.time()
+    now = Clock.now()
     for t in ident.tokens_of(conn, sa_id):
         expires = t["expires"]
         out.append({

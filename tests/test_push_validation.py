@@ -200,6 +200,8 @@ def test_old_samples_accepted_when_rejection_is_off(make_client):
     r = client.post(PUSH, content=push_body({"app": "a"}, [["1133671664000000000", "2005"]]),
                     headers=JSON_HEADERS)
     assert r.status_code == 204
+    assert [(ts, line) for _, _, ts, line, _ in stored(db_path(client))] == \
+        [(1133671664000000000, "2005")]
 
 
 def test_repeated_errors_are_counted(client):

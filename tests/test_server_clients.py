@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -136,8 +138,14 @@ def test_serve_command_flags_and_config_file(tmp_path):
         assert f"http_listen_port: {server.port}" in r.text
         assert (server.data_dir / "logstore.db").exists()
     finally:
-        server.stop()
-    assert server.proc.returncode is not None
+        # SIGTERM only (no SIGKILL fallback): the process must end by itself, cleanly
+        os.killpg(server.proc.pid, signal.SIGTERM)
+        try:
+            code = server.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise AssertionError("logstore serve did not stop on SIGTERM within 30 s")
+    assert code == 0
 
 
 def test_bad_config_file_names_the_key(tmp_path):

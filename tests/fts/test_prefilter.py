@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import assume, HealthCheck, given, settings, strategies as st
 
 from logql.pipeline.line import LineFilter
 from storage import fts
@@ -61,7 +61,8 @@ def dbs():
 
 
 def needle_from(lines: list[str], data) -> str:
-    line = data.draw(st.sampled_from(lines))
+    """A non-empty piece of a corpus line."""
+    line = data.draw(st.sampled_from([x for x in lines if x]))
     start = data.draw(st.integers(0, max(0, len(line) - 1)))
     length = data.draw(st.integers(1, 14))
     return line[start:start + length]
@@ -72,8 +73,6 @@ def needle_from(lines: list[str], data) -> str:
 def test_contains_filter_matches_full_scan(dbs, data):
     lines, conns = dbs
     needle = needle_from(lines, data)
-    if not needle:
-        return
     lf = LineFilter("|=", [needle])
     conn = data.draw(st.sampled_from(conns))
     got, used = prefiltered_scan(conn, lf)
@@ -85,14 +84,9 @@ def test_contains_filter_matches_full_scan(dbs, data):
 def test_case_insensitive_regex_matches_full_scan(dbs, data):
     lines, conns = dbs
     needle = needle_from(lines, data)
-    if not needle:
-        return
     flip = data.draw(st.sampled_from([str.upper, str.lower, str.swapcase]))
     escaped = "".join("\\" + c if c in ".[]{}()*+?^$|\\" else c for c in flip(needle))
-    try:
-        lf = LineFilter("|~", ["(?i)" + escaped])
-    except Exception:
-        return  # not a regex RE2 accepts: nothing to compare
+    lf = LineFilter("|~", ["(?i)" + escaped])  # an escaped literal always compiles
     conn = data.draw(st.sampled_from(conns))
     got, _ = prefiltered_scan(conn, lf)
     assert got == full_scan(conn, lf)
@@ -103,17 +97,16 @@ def test_case_insensitive_regex_matches_full_scan(dbs, data):
 def test_or_alternatives_and_chained_filters_match_full_scan(dbs, data):
     lines, conns = dbs
     a, b, c = (needle_from(lines, data) for _ in range(3))
-    if not (a and b and c):
-        return
-    conn = data.draw(st.sampled_from(conns))
+    conn = data.draw(st.sampled_from(conns[1:]))  # databases with an index to narrow
     first = LineFilter("|=", [a, b])
     second = LineFilter("|=", [c])
     cnf = (first.required_substrings() or []) + (second.required_substrings() or [])
     pf = fts.prefilter(conn, cnf)
     expected = [i for i, line in conn.execute("SELECT id, line FROM entries ORDER BY id")
                 if first.match(line) and second.match(line)]
-    if pf is None:
-        return
+    # only examples the index narrows say anything; Hypothesis fails the test as
+    # unsatisfiable when too few of them get past this
+    assume(pf is not None)
     cond, params = pf.condition()
     got = [i for i, line in conn.execute(f"SELECT id, line FROM entries WHERE {cond} "
                                          "ORDER BY id", params)

@@ -28,16 +28,26 @@ def test_sigkill_then_restart_finishes_the_index(make_server, tmp_path):
     server = make_server(OLD, data_dir=data)
     lines = loghub_lines("Thunderbird")
     base = now_ns() - 3600 * 10**9
+    batches = list(range(0, len(lines), 250))
     with httpx.Client(base_url=server.url) as http:
-        for start in range(0, len(lines), 250):
+        for start in batches[:-1]:
             values = [[str(base + start + i), line]
                       for i, line in enumerate(lines[start:start + 250])]
             r = http.post("/logstore/api/v1/push",
                           json={"streams": [{"stream": {"job": "tb"}, "values": values}]})
             assert r.status_code == 204
-    server.kill()
+        # the last batch, then SIGKILL at once: the indexer pauses while pushes arrive, so
+        # rows are still waiting for the index when the process dies (asserted below)
+        start = batches[-1]
+        values = [[str(base + start + i), line]
+                  for i, line in enumerate(lines[start:start + 250])]
+        r = http.post("/logstore/api/v1/push",
+                      json={"streams": [{"stream": {"job": "tb"}, "values": values}]})
+        assert r.status_code == 204
+        server.kill()
     before = index_status(data)
     assert before["max_id"] == len(lines)
+    assert before["pending"] > 0, "the kill came after indexing had finished"
 
     server = make_server(OLD, data_dir=data)
     with httpx.Client(base_url=server.url) as http:

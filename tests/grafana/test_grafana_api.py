@@ -429,3 +429,28 @@ def test_org_user_role_by_org_path_and_home(fresh):
 def test_unknown_route_method_under_api(fx):
     r = fx.client.put("/api/search", auth=("admin", "admin"))
     assert r.status_code == 405
+
+
+def test_token_expires_after_seconds_to_live(fresh, monkeypatch):
+    """A token made with secondsToLive works until then and is refused after (the clock is
+    moved on, not waited for)."""
+    from services.grafana_common import Clock
+
+    sa = fresh.users["viewer-bot"]
+    r = fresh.post(f"/api/serviceaccounts/{sa}/tokens",
+                   {"name": "short-lived", "secondsToLive": 60})
+    assert r.status_code == 200
+    key = r.json()["key"]
+    bearer = {"Authorization": f"Bearer {key}"}
+    assert fresh.client.get("/api/search", headers=bearer).status_code == 200
+    listed = {t["name"]: t for t in
+              fresh.get(f"/api/serviceaccounts/{sa}/tokens").json()}["short-lived"]
+    assert listed["hasExpired"] is False and 0 < listed["secondsUntilExpiration"] <= 60
+    monkeypatch.setattr(Clock, "offset", 61.0)
+    r = fresh.client.get("/api/search", headers=bearer)
+    assert (r.status_code, r.json()) == (401, {"message": "API key expired"})
+    listed = {t["name"]: t for t in
+              fresh.get(f"/api/serviceaccounts/{sa}/tokens").json()}["short-lived"]
+    assert (listed["hasExpired"], listed["secondsUntilExpiration"]) == (True, 0)
+    # a token without secondsToLive does not expire
+    assert fresh.search("", "SV").status_code == 200

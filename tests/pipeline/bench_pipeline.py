@@ -5,6 +5,7 @@
 
 import csv
 import os
+from pathlib import Path
 import sys
 import time
 
@@ -16,7 +17,7 @@ from logql.pipeline.label_filters import StringLabelFilter  # noqa: E402
 from logql.pipeline.line import LineFilter  # noqa: E402
 from logql.pipeline.parsers import JsonParser, LogfmtParser, PatternParser  # noqa: E402
 
-LOGHUB = "/work/shared/data/loghub"
+LOGHUB = str(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "loghub")
 
 
 def corpus():

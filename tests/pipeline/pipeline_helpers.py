@@ -1,28 +1,18 @@
 """Helpers for the pipeline stage tests (data from the shared loghub corpus)."""
 
 import csv
-import os
-
-import pytest
 
 from logql.pipeline.builder import LabelsBuilder
 from logql.pipeline.stages import Pipeline
-
-LOGHUB = os.environ.get("LOGHUB_DIR", "/work/shared/data/loghub")
-
+from tests.conftest import loghub_file
 
 def loghub_lines(system: str) -> list[str]:
-    path = os.path.join(LOGHUB, system, f"{system}_2k.log")
-    if not os.path.exists(path):
-        pytest.skip(f"loghub data absent: {path}")
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open(loghub_file(system), encoding="utf-8", errors="replace") as f:
         return [line.rstrip("\n") for line in f]
 
 
 def loghub_structured(system: str) -> list[dict]:
-    path = os.path.join(LOGHUB, system, f"{system}_2k.log_structured.csv")
-    if not os.path.exists(path):
-        pytest.skip(f"loghub data absent: {path}")
+    path = loghub_file(system, ".log_structured.csv")
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         return list(csv.DictReader(f))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 from litestar.testing import TestClient
 
-from tests.conftest import LOGHUB, make_config
+from tests.conftest import loghub_file, make_config
 from tests.helpers import JSON_HEADERS, PUSH
 
 from app import create_app
@@ -67,10 +67,8 @@ class Loaded:
 
 
 def read_system(name: str) -> System:
-    log = LOGHUB / name / f"{name}_2k.log"
-    structured = LOGHUB / name / f"{name}_2k.log_structured.csv"
-    if not log.exists() or not structured.exists():
-        pytest.skip(f"loghub sample {name} not available at {log}")
+    log = loghub_file(name)
+    structured = loghub_file(name, ".log_structured.csv")
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     with open(structured, encoding="utf-8", errors="replace", newline="") as f:
         rows = list(csv.DictReader(f))

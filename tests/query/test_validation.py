@@ -112,6 +112,21 @@ def test_tenants_do_not_see_each_other(make_client):
     for tenant, n in (("t1", 1), ("t2", 0)):
         r = c.get(QUERY_RANGE, params={"query": OK}, headers={"X-Scope-OrgID": tenant})
         assert sum(len(s["values"]) for s in r.json()["data"]["result"]) == n
+        # an instant log query
+        r = c.get(QUERY, params={"query": OK}, headers={"X-Scope-OrgID": tenant})
+        assert sum(len(s["values"]) for s in r.json()["data"]["result"]) == n
+        # metric queries answered from the rollups (range and instant), and by a scan
+        for query in ('sum(count_over_time({app="a"}[5m]))',
+                      'sum by (app) (count_over_time({app="a"}[5m]))',
+                      'sum(count_over_time({app="a"} |= "secret" [5m]))'):
+            r = c.get(QUERY_RANGE, params={"query": query, "step": "60"},
+                      headers={"X-Scope-OrgID": tenant})
+            assert r.status_code == 200, r.text
+            counted = [v for s in r.json()["data"]["result"] for _, v in s["values"]]
+            assert (max(map(float, counted)) if counted else 0) == n, (query, tenant)
+            r = c.get(QUERY, params={"query": query}, headers={"X-Scope-OrgID": tenant})
+            counted = [s["value"][1] for s in r.json()["data"]["result"]]
+            assert (max(map(float, counted)) if counted else 0) == n, (query, tenant)
 
 
 def test_format_query(client):

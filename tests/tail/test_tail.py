@@ -212,6 +212,16 @@ def test_tenants_do_not_see_each_other(make_server):
             await push(server, {"job": "t"}, ["for a"], tenant="a")
             got = await entries_until(ws, 1)
             assert [v[1] for _, v in got] == ["for a"]
+        # the legacy tail: history and live lines of its own tenant only
+        legacy = ws_url(server, LEGACY_TAIL, query='{job="t"}',
+                        start=str(time.time_ns() - 60 * 10**9))
+        async with websockets.connect(legacy, additional_headers={"X-Scope-OrgID": "b"}) as ws:
+            history = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert [e["line"] for s in history["streams"] for e in s["entries"]] == ["for b"]
+            await push(server, {"job": "t"}, ["live for a"], tenant="a")
+            await push(server, {"job": "t"}, ["live for b"], tenant="b")
+            live = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert [e["line"] for s in live["streams"] for e in s["entries"]] == ["live for b"]
         with pytest.raises(websockets.InvalidStatus) as info:
             async with websockets.connect(url):
                 pass
