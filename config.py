@@ -126,8 +126,6 @@ class StorageConfig(msgspec.Struct, kw_only=True):
     # a process crash. Group commit amortises the fsync over every request in the batch.
     synchronous: str = "full"
     read_connections: int = 4
-    # upper bound of rows folded into one group-commit transaction
-    writer_max_batch_rows: int = 200_000
 
 
 class Config(msgspec.Struct, kw_only=True):
@@ -162,6 +160,8 @@ LOKI_ONLY_TOP = {
     "internal_server", "profiling", "cache_config", "compactor_grpc_client", "memberlist_kv",
 }
 LOKI_ONLY_NESTED = {
+    # logstore keys that no longer do anything: still accepted, with the warning
+    "storage": {"writer_max_batch_rows"},
     "server": {"grpc_listen_port", "grpc_listen_address", "grpc_server_max_recv_msg_size",
                "grpc_server_max_send_msg_size", "http_server_read_timeout",
                "http_server_write_timeout", "http_server_idle_timeout", "log_format",

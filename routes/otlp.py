@@ -20,7 +20,6 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from routes.errors import PlainError
 from routes.push import decode_content_encoding, read_body
 from routes.deps import Ctx
-from services.ingester import PushError
 from services.otlp import OtlpError, OtlpMapper, hex_ids_to_base64
 
 log = logging.getLogger("logstore.otlp")
@@ -77,7 +76,7 @@ async def otlp_logs(request: Request, ctx: Ctx) -> Response:
         outcome = await ctx.ingester.push(tenant, streams)
     except OtlpError as exc:
         return status_response(400, str(exc))
-    except (PlainError, PushError) as exc:
+    except PlainError as exc:  # push's errors (PushError) included
         return status_response(exc.status, exc.message)
     except Exception as exc:  # noqa: BLE001 - exporters retry on 503, not on 500
         log.exception("OTLP push failed")

@@ -17,7 +17,7 @@ from proto import push_pb2
 from routes.errors import PlainError
 from routes.params import parse_timestamp
 from routes.deps import Ctx
-from services.ingester import PushError, RawStream
+from services.ingester import RawStream
 from services.labelset import LabelSetError, parse_label_set
 
 
@@ -234,10 +234,7 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
         streams = decode_legacy_json(body) if legacy else decode_json(body)
     else:
         streams = decode_protobuf(body)
-    try:
-        outcome = await ctx.ingester.push(tenant, streams)
-    except PushError as exc:
-        raise _fail(exc.status, exc.message) from None
+    outcome = await ctx.ingester.push(tenant, streams)  # a PushError is answered as it is
     ctx.metrics.observe_push(tenant, outcome.accepted_lines, outcome.accepted_bytes,
                              time.perf_counter() - started)
     message = outcome.error_body()

@@ -18,17 +18,17 @@ from litestar import Request, Response, route
 from logql import ParseError, format_query as pretty_query, parse_expr
 from logql.syntax import ast as A
 from logql.engine.logs import INSTANT_LOOKBACK_NS
+from logql.engine.metrics import check_resolution, default_step_ns
 from logql.gocompat.values import parse_go_duration
 from logql.gocompat.format import go_duration_str, prom_duration_str
 from logql.engine.results import QueryStats, stats_json
 from routes.errors import PlainError
-from routes.params import NS, Params, parse_timestamp, read_params, step_param, time_range
+from routes.params import Params, parse_timestamp, read_params, step_param, time_range
 from routes.respond import json_response
 from routes.deps import Ctx
 
 log = logging.getLogger("logstore.query")
 
-MAX_POINTS = 11000
 CATEGORIZE = "categorize-labels"
 _INT = re.compile(r"[+-]?\d+")
 
@@ -64,16 +64,8 @@ def direction_param(params: Params) -> bool:
 
 def _step(params: Params, start: int, end: int) -> int:
     text = params.get("step")
-    if text:
-        step = step_param(text)
-    else:
-        step = max((end - start) // NS // 250, 1) * NS
-    if step <= 0:
-        raise PlainError(400, "zero or negative query resolution step widths are not "
-                              "accepted. Try a positive integer")
-    if (end - start) // step > MAX_POINTS:
-        raise PlainError(400, "exceeded maximum resolution of 11,000 points per time series. "
-                              "Try increasing the value of the step parameter")
+    step = step_param(text) if text else default_step_ns(start, end)
+    check_resolution(start, end, step)
     return step
 
 

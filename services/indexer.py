@@ -21,7 +21,6 @@ from storage import fts
 
 log = logging.getLogger("logstore.indexer")
 
-SERVICE = "indexer"
 BATCH_ROWS = 2000
 # under push load: pause PAUSE_FACTOR x the batch's duration after each batch
 PAUSE_FACTOR = 4.0

@@ -21,6 +21,7 @@ from services.labelset import LabelSetError, is_valid_label_name, parse_label_se
 from services.levels import LevelDetector, normalise_level
 from storage.db import Database
 from storage.entries import AppendResult, PreparedStream, append
+from services.errors import PlainError
 from logql.model import canonical_labels, label_pairs_string
 
 EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
@@ -32,12 +33,10 @@ _json_encode = msgspec.json.Encoder().encode
 class RawStream:
     """One decoded stream of a push body, before validation.
 
-    `labels` is a list of pairs in the order sent (duplicates possible: they are an error);
-    `label_error` is set when the labels could not be read at all.
+    `labels` is a list of pairs in the order sent (duplicates possible: they are an error).
     """
     labels: list[tuple[str, str]]
     entries: list[tuple[int, str, dict[str, str] | None]]
-    label_text: str | None = None
 
 
 @dataclass
@@ -57,13 +56,11 @@ class PushOutcome:
         return "; ".join(f"{n} errors like: {msg}" for msg, n in counts.items())
 
 
-class PushError(Exception):
-    """The whole request is refused (nothing stored)."""
+class PushError(PlainError):
+    """The whole request is refused (nothing stored); answered as Go's http.Error does."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        super().__init__(status, message, newline=True)
 
 
 def normalise_metadata_name(name: str) -> str:

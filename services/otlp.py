@@ -28,7 +28,7 @@ DEFAULT_INDEX_ATTRIBUTES = frozenset((
     "container.name", "k8s.replicaset.name", "k8s.deployment.name", "k8s.statefulset.name",
     "k8s.daemonset.name", "k8s.cronjob.name", "k8s.job.name",
 ))
-INDEX, METADATA, DROP = "index_label", "structured_metadata", "drop"
+INDEX, METADATA = "index_label", "structured_metadata"  # any other action drops
 _json = msgspec.json.Encoder(order="sorted")
 
 

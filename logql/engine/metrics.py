@@ -71,16 +71,21 @@ def default_step_ns(start_ns: int, end_ns: int) -> int:
     return max((end_ns - start_ns) // NS // 250, 1) * NS
 
 
+def check_resolution(start_ns: int, end_ns: int, step_ns: int) -> None:
+    """Loki's request checks of a range query's step (before anything is read)."""
+    if step_ns <= 0:
+        raise QueryError("zero or negative query resolution step widths are not "
+                         "accepted. Try a positive integer")
+    if (end_ns - start_ns) // step_ns > MAX_POINTS:
+        raise QueryError(ERR_MAX_POINTS)
+
+
 def plan_steps(start_ns: int, end_ns: int, step_ns: int, instant: bool) -> list[int]:
     """Evaluation times. Range queries are step-aligned as Loki's frontend does it: start
     rounded down and end rounded up to a multiple of ``step`` counted from the epoch."""
     if instant:
         return [end_ns]
-    if step_ns <= 0:
-        raise QueryError("zero or negative query resolution step widths are not "
-                              "accepted. Try a positive integer")
-    if (end_ns - start_ns) // step_ns > MAX_POINTS:
-        raise QueryError(ERR_MAX_POINTS)
+    check_resolution(start_ns, end_ns, step_ns)
     start = start_ns - start_ns % step_ns
     end = end_ns if end_ns % step_ns == 0 else end_ns - end_ns % step_ns + step_ns
     if (end - start) // step_ns > MAX_POINTS:

@@ -15,6 +15,7 @@ import re2
 
 from logql.errors import QueryError
 from logql.gocompat.format import go_quote
+from logql.gocompat.regexp import RE2_OPTIONS, translate_re2_error
 
 
 class PipelineError(QueryError, ValueError):
@@ -23,21 +24,7 @@ class PipelineError(QueryError, ValueError):
 
 # --------------------------------------------------------------------------- regexps
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # RE2 would otherwise print every bad pattern to stderr
-
-# RE2's error code texts -> Go regexp/syntax ErrorCode texts.
-_RE2_TO_GO_ERRORS = {
-    "missing )": "missing closing )",
-    "missing ]": "missing closing ]",
-    "no argument for repetition operator": "missing argument to repetition operator",
-    "bad repetition operator": "invalid nested repetition operator",
-    "invalid perl operator": "invalid or unsupported Perl syntax",
-    "trailing \\": "trailing backslash at end of expression",
-    "invalid named capture group": "invalid named capture",
-    "duplicate capture group name": "duplicate capture group name",
-}
-
+_RE2_OPTIONS = RE2_OPTIONS
 
 class RegexError(PipelineError):
     pass
@@ -46,15 +33,7 @@ class RegexError(PipelineError):
 def go_regexp_error(pattern: str, exc: Exception) -> str:
     """Render an RE2 compile error the way Go's regexp package does."""
     raw = exc.args[0] if exc.args else str(exc)
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8", "replace")
-    code, sep, arg = str(raw).partition(": ")
-    code = _RE2_TO_GO_ERRORS.get(code, code)
-    if not sep:
-        return f"error parsing regexp: {code}"
-    if code == "missing closing )":
-        arg = pattern  # Go quotes the whole expression for an unbalanced group
-    return f"error parsing regexp: {code}: `{arg}`"
+    return translate_re2_error(raw, pattern)
 
 
 def _go_named_groups(pattern: str) -> str:

@@ -13,8 +13,8 @@ import re
 
 import re2
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False
+RE2_OPTIONS = _OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # RE2 would otherwise print every bad pattern to stderr
 
 # C++ RE2 error text → Go regexp/syntax ErrorCode text.
 _CODES = (
@@ -32,10 +32,21 @@ _CODES = (
     ("invalid UTF-8", "invalid UTF-8"),
     ("pattern too large", "expression too large"),
     ("bad named capture group", "invalid named capture"),
+    ("duplicate capture group name", "duplicate capture group name"),
 )
 
 # Escapes C++ RE2 accepts but Go rejects (outside character classes).
 _GO_BAD_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*(\\C)")
+
+
+def translate_re2_error(msg: str | bytes, pattern: str | None = None) -> str:
+    """Go's `regexp.Compile` error text for an RE2 error message (the one table of both).
+    With `pattern`, an unbalanced group quotes the whole expression, as Go does."""
+    if isinstance(msg, bytes):
+        msg = msg.decode("utf-8", "replace")
+    if pattern is not None and msg.startswith("missing )"):
+        return f"error parsing regexp: missing closing ): `{pattern}`"
+    return _translate(str(msg))
 
 
 def _translate(msg: str) -> str:

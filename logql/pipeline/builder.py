@@ -111,8 +111,6 @@ class LabelsBuilder:
         writing it must use `<name>_extracted` instead (§5.4)."""
         return name in self.stream or name in self.sm
 
-    def has_error(self) -> bool:
-        return self.error is not None
 
     # ----------------------------------------------------------------- updates
 

@@ -32,8 +32,6 @@ class GoTime:
     def zero(cls) -> "GoTime":
         return cls(_ZERO_UNIX_NS, UTC)
 
-    def is_zero(self) -> bool:
-        return self.ns == _ZERO_UNIX_NS
 
     def datetime(self) -> datetime:
         return (_EPOCH + timedelta(microseconds=self.ns // 1000)).astimezone(self.tz)
