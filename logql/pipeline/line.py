@@ -12,6 +12,7 @@ import re
 import re._parser as sre_parse  # used only to *derive* required literals, never to match
 
 from logql.gocompat.filters import IpMatcher, PipelineError, compile_regexp
+from logql.patterns import split_pattern, structure_error
 
 LINE_FILTER_OPS = ("|=", "!=", "|~", "!~", "|>", "!>")
 _POSITIVE = {"|=": True, "!=": False, "|~": True, "!~": False, "|>": True, "!>": False}
@@ -211,29 +212,15 @@ def _best_needle(cnf: list[list[Needle]]) -> Needle | None:
 
 # --------------------------------------------------------------------------- pattern filters
 
-_CAPTURE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>")
-
-
 def parse_pattern(text: str) -> list[tuple[str, str]]:
     """Split a pattern into ('lit', text) and ('cap', name) elements (`_` = unnamed).
 
     Raises PipelineError for adjacent captures or duplicate names."""
-    elements: list[tuple[str, str]] = []
-    pos = 0
-    for m in _CAPTURE.finditer(text):
-        if m.start() > pos:
-            elements.append(("lit", text[pos:m.start()]))
-        elif elements and elements[-1][0] == "cap":
-            prev = elements[-1][1]
-            raise PipelineError(f"found consecutive capture '<{prev}><{m.group(1)}>': invalid expression")
-        name = m.group(1)
-        if name != "_" and any(k == "cap" and v == name for k, v in elements):
-            raise PipelineError(f"duplicate capture name ({name}): invalid expression")
-        elements.append(("cap", name))
-        pos = m.end()
-    if pos < len(text):
-        elements.append(("lit", text[pos:]))
-    return elements
+    pieces = split_pattern(text)
+    err = structure_error(pieces)
+    if err:
+        raise PipelineError(err)
+    return [("cap" if is_cap else "lit", t) for is_cap, t in pieces]
 
 
 def pattern_predicate(text: str):

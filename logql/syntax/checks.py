@@ -3,56 +3,24 @@ runs after parsing (spec §3), and the checks Loki defers to pipeline build time
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from logql.syntax import ast as A
 from logql.errors import ERR_EMPTY_MATCHERS, ParseError
-from logql.gocompat.format import go_quote
+from logql.gocompat.filters import IpMatcher, PipelineError
 from logql.gocompat.regexp import capture_names, go_regex_error, num_groups
+from logql.patterns import split_pattern, structure_error
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
-_CAPTURE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
 # ----------------------------------------------------------------------------- patterns
 
-def split_pattern(p: str) -> list[tuple[bool, str]]:
-    """Pattern text → list of (is_capture, text): captures ``<name>`` (``_`` = unnamed) and
-    merged literal runs. Any ``<`` not forming ``<identifier>`` is literal."""
-    out: list[tuple[bool, str]] = []
-    pos = 0
-    for m in _CAPTURE.finditer(p):
-        if m.start() > pos:
-            out.append((False, p[pos:m.start()]))
-        out.append((True, m.group(1)))
-        pos = m.end()
-    if pos < len(p):
-        out.append((False, p[pos:]))
-    return out
-
-
-def _consecutive(nodes) -> str | None:
-    for a, b in zip(nodes, nodes[1:]):
-        if a[0] and b[0]:
-            return f"found consecutive capture '<{a[1]}><{b[1]}>': invalid expression"
-    return None
-
-
 def pattern_parser_error(p: str) -> str | None:
     nodes = split_pattern(p)
-    names = [t for is_cap, t in nodes if is_cap and t != "_"]
-    if not names:
+    if not any(is_cap and t != "_" for is_cap, t in nodes):
         return "at least one capture is required"
-    err = _consecutive(nodes)
-    if err:
-        return err
-    seen = set()
-    for n in names:
-        if n in seen:
-            return f"duplicate capture name ({n}): invalid expression"
-        seen.add(n)
-    return None
+    return structure_error(nodes)
 
 
 def pattern_filter_error(p: str) -> str | None:
@@ -60,7 +28,7 @@ def pattern_filter_error(p: str) -> str | None:
     if not p:
         return None
     nodes = split_pattern(p)
-    err = _consecutive(nodes)
+    err = structure_error(nodes)
     if err:
         return err
     for is_cap, t in nodes:
@@ -89,18 +57,12 @@ def regexp_parser_error(pattern: str) -> str | None:
 
 
 def ip_pattern_error(p: str) -> str | None:
-    """Single address, CIDR, or inclusive range ``A-B`` of one family."""
+    """Single address, CIDR, or inclusive range ``A-B`` of one family (the pipeline's own
+    reading of the pattern, so the two never disagree)."""
     try:
-        if "/" in p:
-            ipaddress.ip_network(p, strict=False)
-        elif "-" in p:
-            a, _, b = p.partition("-")
-            if ipaddress.ip_address(a).version != ipaddress.ip_address(b).version:
-                raise ValueError
-        else:
-            ipaddress.ip_address(p)
-    except ValueError:
-        return "ip: invalid pattern: " + go_quote(p)
+        IpMatcher(p)
+    except PipelineError as exc:
+        return str(exc)
     return None
 
 
