@@ -55,6 +55,16 @@ from logql.gocompat.format import (
 from logql.gocompat.regexp import compile_full, label_regex_is_literal
 
 
+def value_matches(op: str, value: str, v: str, *, dot_nl: bool) -> bool:
+    """The one label matcher: `=`, `!=`, and anchored `=~`/`!~` (Go RE2 syntax)."""
+    if op == "=":
+        return v == value
+    if op == "!=":
+        return v != value
+    hit = compile_full(value, dot_nl).fullmatch(v) is not None
+    return hit if op == "=~" else not hit
+
+
 @dataclass(frozen=True, slots=True)
 class LabelMatcher:
     name: str
@@ -65,13 +75,8 @@ class LabelMatcher:
         return self.name + self.op + go_quote(self.value)
 
     def matches(self, v: str) -> bool:
-        op = self.op
-        if op == "=":
-            return v == self.value
-        if op == "!=":
-            return v != self.value
-        hit = compile_full(self.value, True).fullmatch(v) is not None
-        return hit if op == "=~" else not hit
+        # Prometheus selectors: `.` matches a newline too
+        return value_matches(self.op, self.value, v, dot_nl=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,13 +183,7 @@ class StringLabelFilter:
         return self.name + self.op + go_quote(self.value)
 
     def matches(self, v: str) -> bool:
-        op = self.op
-        if op == "=":
-            return v == self.value
-        if op == "!=":
-            return v != self.value
-        hit = compile_full(self.value, False).fullmatch(v) is not None
-        return hit if op == "=~" else not hit
+        return value_matches(self.op, self.value, v, dot_nl=False)
 
 
 @dataclass(frozen=True, slots=True)
