@@ -48,5 +48,9 @@ class QueryError(Exception):
         self.message = message
 
 
-__all__ = ["ParseError", "QueryError", "MAX_INPUT_SIZE", "ERR_EMPTY_MATCHERS",
+class QueryTimeout(Exception):
+    """The query ran past `query_timeout` (raised by storage reads and the engine; 504)."""
+
+
+__all__ = ["ParseError", "QueryError", "QueryTimeout", "MAX_INPUT_SIZE", "ERR_EMPTY_MATCHERS",
            "ERR_ONLY_MATCHERS"]

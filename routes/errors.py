@@ -7,9 +7,8 @@ import logging
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 
-from logql.errors import ParseError, QueryError
+from logql.errors import ParseError, QueryError, QueryTimeout
 from services.errors import PlainError
-from storage.scan import QueryTimeout
 
 PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
 log = logging.getLogger("logstore.http")

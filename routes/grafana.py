@@ -14,17 +14,16 @@ from litestar.exceptions import HTTPException
 
 from routes import grafana_identity
 from routes.grafana_common import CallerDep, body_of, ok, write
+from services import grafana_access as access
 from services import grafana_objects as objects
 from services import grafana_perms as perms
 from services import grafana_search as search_svc
 from services.grafana_auth import authenticate
-from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError, parse_int
+from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError
 from routes.deps import Ctx
 from services.context import AppContext
-from storage import grafana as store
 
 log = logging.getLogger("logstore.grafana")
-
 
 
 def handle_grafana_error(_: Request, exc: GrafanaError) -> Response:
@@ -42,7 +41,6 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
     return ok({"message": message}, 500)
 
 
-
 async def provide_caller(request: Request, ctx: Ctx) -> Caller:
     return await ctx.db.read(authenticate, request.headers.get("authorization"),
                              request.headers.get("x-grafana-org-id"))
@@ -50,7 +48,6 @@ async def provide_caller(request: Request, ctx: Ctx) -> Caller:
 
 def query_of(request: Request) -> search_svc.Query:
     return search_svc.Query(request.scope.get("query_string", b""))
-
 
 
 # -- probes ----------------------------------------------------------------------------------
@@ -89,45 +86,40 @@ async def search_sorting(caller: CallerDep) -> Response:
 
 @get(["/dashboards/tags", "/dashboards/tags/"])
 async def dashboard_tags(ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.db.read(store.tag_cloud, caller.org_id))
-
-
-def _star(conn: Any, caller: Caller, on: bool, uid: str | None, raw_id: str | None) -> None:
-    dash_id = objects.star_target(conn, caller, uid=uid, raw_id=raw_id)
-    (store.star if on else store.unstar)(conn, caller.user_id, dash_id)
+    return ok(await ctx.db.read(access.tag_cloud, caller))
 
 
 @post(["/user/stars/dashboard/uid/{uid:str}", "/user/stars/dashboard/uid/{uid:str}/"],
       status_code=200)
 async def star_uid(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    await write(ctx, _star, caller, True, uid, None)
+    await write(ctx, access.star, caller, True, uid, None)
     return ok({"message": "Dashboard starred!"})
 
 
 @delete(["/user/stars/dashboard/uid/{uid:str}", "/user/stars/dashboard/uid/{uid:str}/"],
         status_code=200)
 async def unstar_uid(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    await write(ctx, _star, caller, False, uid, None)
+    await write(ctx, access.star, caller, False, uid, None)
     return ok({"message": "Dashboard unstarred"})
 
 
 @post(["/user/stars/dashboard/{dash_id:str}", "/user/stars/dashboard/{dash_id:str}/"],
       status_code=200)
 async def star_id(ctx: Ctx, caller: CallerDep, dash_id: FromPath[str]) -> Response:
-    await write(ctx, _star, caller, True, None, dash_id)
+    await write(ctx, access.star, caller, True, None, dash_id)
     return ok({"message": "Dashboard starred!"})
 
 
 @delete(["/user/stars/dashboard/{dash_id:str}", "/user/stars/dashboard/{dash_id:str}/"],
         status_code=200)
 async def unstar_id(ctx: Ctx, caller: CallerDep, dash_id: FromPath[str]) -> Response:
-    await write(ctx, _star, caller, False, None, dash_id)
+    await write(ctx, access.star, caller, False, None, dash_id)
     return ok({"message": "Dashboard unstarred"})
 
 
 @get(["/user/stars", "/user/stars/"])
 async def user_stars(ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.db.read(store.starred_uids, caller.user_id))
+    return ok(await ctx.db.read(access.starred, caller))
 
 
 # -- dashboards ---------------------------------------------------------------------------
@@ -158,30 +150,6 @@ async def home_dashboard(caller: CallerDep) -> Response:
                              "panels": [], "schemaVersion": 39}})
 
 
-def _dashboard_by_id(conn: Any, caller: Caller, raw_id: str) -> dict[str, Any]:
-    row = store.by_id(conn, caller.org_id, parse_int(raw_id))
-    if row is None or row["is_folder"]:
-        raise GrafanaError(404, "Dashboard not found")
-    return row
-
-
-def _dashboard_perms(conn: Any, caller: Caller, uid: str | None, raw_id: str | None) -> list:
-    row = (_dashboard_by_id(conn, caller, raw_id) if raw_id is not None
-           else store.by_uid(conn, caller.org_id, uid or ""))
-    if row is None or row["is_folder"]:
-        raise GrafanaError(404, "Dashboard not found")
-    return perms.list_entries(conn, caller, row)
-
-
-def _set_dashboard_perms(conn: Any, caller: Caller, uid: str | None, raw_id: str | None,
-                         items: list[perms.PermissionItem]) -> None:
-    row = (_dashboard_by_id(conn, caller, raw_id) if raw_id is not None
-           else store.by_uid(conn, caller.org_id, uid or ""))
-    if row is None or row["is_folder"]:
-        raise GrafanaError(404, "Dashboard not found")
-    perms.replace_entries(conn, caller, row, items)
-
-
 async def _items(request: Request) -> list[perms.PermissionItem]:
     body = await body_of(request, perms.PermissionUpdate)
     return body.items or []
@@ -189,7 +157,7 @@ async def _items(request: Request) -> list[perms.PermissionItem]:
 
 @get(["/dashboards/uid/{uid:str}/permissions", "/dashboards/uid/{uid:str}/permissions/"])
 async def get_dashboard_permissions(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(_dashboard_perms, caller, uid, None))
+    return ok(await ctx.db.read(access.dashboard_perms, caller, uid, None))
 
 
 @post(["/dashboards/uid/{uid:str}/permissions", "/dashboards/uid/{uid:str}/permissions/"],
@@ -197,14 +165,14 @@ async def get_dashboard_permissions(ctx: Ctx, caller: CallerDep, uid: FromPath[s
 async def set_dashboard_permissions(request: Request, ctx: Ctx, caller: CallerDep,
                                     uid: FromPath[str]) -> Response:
     items = await _items(request)
-    await write(ctx, _set_dashboard_perms, caller, uid, None, items)
+    await write(ctx, access.set_dashboard_perms, caller, uid, None, items)
     return ok({"message": "Dashboard permissions updated"})
 
 
 @get(["/dashboards/id/{dash_id:str}/permissions", "/dashboards/id/{dash_id:str}/permissions/"])
 async def get_dashboard_permissions_by_id(ctx: Ctx, caller: CallerDep,
                                           dash_id: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(_dashboard_perms, caller, None, dash_id))
+    return ok(await ctx.db.read(access.dashboard_perms, caller, None, dash_id))
 
 
 @post(["/dashboards/id/{dash_id:str}/permissions", "/dashboards/id/{dash_id:str}/permissions/"],
@@ -212,7 +180,7 @@ async def get_dashboard_permissions_by_id(ctx: Ctx, caller: CallerDep,
 async def set_dashboard_permissions_by_id(request: Request, ctx: Ctx, caller: CallerDep,
                                           dash_id: FromPath[str]) -> Response:
     items = await _items(request)
-    await write(ctx, _set_dashboard_perms, caller, None, dash_id, items)
+    await write(ctx, access.set_dashboard_perms, caller, None, dash_id, items)
     return ok({"message": "Dashboard permissions updated"})
 
 
@@ -232,25 +200,14 @@ async def create_folder(request: Request, ctx: Ctx, caller: CallerDep) -> Respon
     return ok(await write(ctx, objects.create_folder, caller, body))
 
 
-def _folder_dto(conn: Any, caller: Caller, uid: str) -> dict:
-    return objects.folder_dto(conn, caller, objects.folder_row(conn, caller, uid, 1))
-
-
-def _folder_dto_by_id(conn: Any, caller: Caller, raw_id: str) -> dict:
-    row = store.by_id(conn, caller.org_id, parse_int(raw_id))
-    if row is None or not row["is_folder"]:
-        raise GrafanaError(404, "folder not found", "not-found")
-    return _folder_dto(conn, caller, row["uid"])
-
-
 @get(["/folders/{uid:str}", "/folders/{uid:str}/"])
 async def get_folder(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(_folder_dto, caller, uid))
+    return ok(await ctx.db.read(access.folder_dto, caller, uid))
 
 
 @get(["/folders/id/{folder_id:str}", "/folders/id/{folder_id:str}/"])
 async def get_folder_by_id(ctx: Ctx, caller: CallerDep, folder_id: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(_folder_dto_by_id, caller, folder_id))
+    return ok(await ctx.db.read(access.folder_dto_by_id, caller, folder_id))
 
 
 @put(["/folders/{uid:str}", "/folders/{uid:str}/"])
@@ -270,31 +227,16 @@ async def move_folder(request: Request, ctx: Ctx, caller: CallerDep, uid: FromPa
     return ok(await write(ctx, objects.move_folder, caller, uid, body))
 
 
-def _folder_perms(conn: Any, caller: Caller, uid: str) -> list:
-    row = store.by_uid(conn, caller.org_id, uid)
-    if row is None or not row["is_folder"]:
-        raise GrafanaError(404, "folder not found", "not-found")
-    return perms.list_entries(conn, caller, row)
-
-
-def _set_folder_perms(conn: Any, caller: Caller, uid: str,
-                      items: list[perms.PermissionItem]) -> None:
-    row = store.by_uid(conn, caller.org_id, uid)
-    if row is None or not row["is_folder"]:
-        raise GrafanaError(404, "folder not found", "not-found")
-    perms.replace_entries(conn, caller, row, items)
-
-
 @get(["/folders/{uid:str}/permissions", "/folders/{uid:str}/permissions/"])
 async def get_folder_permissions(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(_folder_perms, caller, uid))
+    return ok(await ctx.db.read(access.folder_perms, caller, uid))
 
 
 @post(["/folders/{uid:str}/permissions", "/folders/{uid:str}/permissions/"], status_code=200)
 async def set_folder_permissions(request: Request, ctx: Ctx, caller: CallerDep,
                                  uid: FromPath[str]) -> Response:
     items = await _items(request)
-    await write(ctx, _set_folder_perms, caller, uid, items)
+    await write(ctx, access.set_folder_perms, caller, uid, items)
     return ok({"message": "Folder permissions updated"})
 
 

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
+from logql.errors import QueryTimeout
+
 MINUTE_NS = 60 * 10**9
 FIRST_WINDOW_NS = 60 * 10**9
 TARGET_ROWS = 4000
@@ -34,10 +36,6 @@ _MAX_LIKE = 40000
 _FOLD_OUTSIDE_ASCII = set("kKsS")
 
 Row = tuple  # (id, stream_id, ts, line, metadata)
-
-
-class QueryTimeout(Exception):
-    """The scan ran past its deadline."""
 
 
 @dataclass

@@ -49,8 +49,10 @@ RULES = [
     # the engine reads stored logs only through the storage boundary
     ("logql", ["storage"], ["storage.reader"]),
     ("storage", ["routes", "services", "litestar"], []),
-    # storage knows the label model and nothing else of the language
-    ("storage", ["logql"], ["logql.model"]),
+    # storage knows the label model and the shared error types, nothing else of the language
+    ("storage", ["logql"], ["logql.model", "logql.errors"]),
+    # handlers reach data through services only
+    ("routes", ["storage"], []),
     ("services", ["routes", "litestar"], []),
     # the language core does not know how queries are evaluated or stored
     ("logql.syntax", ["logql.engine", "logql.pipeline", "logql.plan", "logql.template"], []),
@@ -58,6 +60,8 @@ RULES = [
                         "logql.template"], []),
     ("logql.template", ["logql.syntax", "logql.engine", "logql.pipeline", "logql.plan"], []),
     ("logql.pipeline", ["logql.engine", "logql.plan", "logql.syntax"], []),
+    ("logql.errors", ["logql.syntax", "logql.engine", "logql.pipeline", "logql.plan",
+                      "logql.template", "logql.gocompat", "logql.model"], []),
     ("logql.model", ["logql.syntax", "logql.engine", "logql.pipeline", "logql.plan",
                      "logql.template", "logql.gocompat"], []),
 ]
