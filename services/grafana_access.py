@@ -12,6 +12,11 @@ from services.grafana_common import Caller, GrafanaError, parse_int
 from storage import grafana as store
 
 
+def ping(conn: Any) -> None:
+    """Grafana's /api/health: the database answers a read."""
+    store.ping(conn)
+
+
 def tag_cloud(conn: Any, caller: Caller) -> list:
     return store.tag_cloud(conn, caller.org_id)
 

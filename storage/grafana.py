@@ -308,3 +308,7 @@ def add_permissions(conn: sqlite3.Connection, org_id: int, obj_id: int,
         "INSERT INTO gf_permission (org_id, object_id, user_id, team_id, role, level, created, "
         "updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [(org_id, obj_id, u, t, r, lvl, now, now) for u, t, r, lvl in items])
+
+
+def ping(conn: sqlite3.Connection) -> None:
+    conn.execute("SELECT count(*) FROM gf_org").fetchone()
