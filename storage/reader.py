@@ -64,8 +64,10 @@ class LogReader:
         running past it is interrupted and the evaluation ends with QueryTimeout."""
         conn = self.conn
         owned = not conn.in_transaction
-        if owned:
-            conn.execute("BEGIN")
+        if not owned:  # an outer snapshot holds the transaction and the deadline
+            yield self
+            return
+        conn.execute("BEGIN")
         if self.deadline is not None:
             conn.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
         try:
@@ -77,7 +79,7 @@ class LogReader:
         finally:
             if self.deadline is not None:
                 conn.set_progress_handler(None, 0)
-            if owned and conn.in_transaction:
+            if conn.in_transaction:
                 conn.execute("COMMIT")
 
     def _past_deadline(self) -> bool:
