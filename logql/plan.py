@@ -55,14 +55,17 @@ class LogPlan:
         return replace(self.conditions, label_values=demanded)
 
 
-def compile_log_query(query: A.LogQuery) -> LogPlan:
-    """Plan for a log query; raises PipelineError (answered 400) if a stage cannot be built."""
-    return _compile_cached(query)
+def compile_log_query(query: A.LogQuery, read_labels: frozenset[str] | None = None) -> LogPlan:
+    """Plan for a log query; raises PipelineError (answered 400) if a stage cannot be built.
+
+    `read_labels`: when the rest of the query reads only these labels (see
+    `labels_read_after`), parsers extract only them, as Loki's parsers do."""
+    return _compile_cached(query, read_labels)
 
 
 @lru_cache(maxsize=256)
-def _compile_cached(query: A.LogQuery) -> LogPlan:
-    stages = P.hoist_line_filters([compile_stage(s) for s in query.stages])
+def _compile_cached(query: A.LogQuery, read_labels: frozenset[str] | None) -> LogPlan:
+    stages = P.hoist_line_filters([compile_stage(s, read_labels) for s in query.stages])
     required = _required_label_values(query.stages)
     if required:
         stages.insert(0, RequiredLabelValues(required))
@@ -79,7 +82,7 @@ def _compile_cached(query: A.LogQuery) -> LogPlan:
     )
 
 
-def compile_stage(stage: A.Stage):
+def compile_stage(stage: A.Stage, read_labels: frozenset[str] | None = None):
     """One AST stage -> the pipeline object that runs it."""
     if isinstance(stage, A.LineFilter):
         return P.LineFilter(stage.op, [_filter_value(f) for f in (stage, *stage.alternatives)])
@@ -87,7 +90,8 @@ def compile_stage(stage: A.Stage):
         return P.JsonParser([(e.name, e.expr) for e in stage.params] or None)
     if isinstance(stage, A.LogfmtParser):
         return P.LogfmtParser(stage.strict, stage.keep_empty,
-                              [(e.name, e.expr) for e in stage.params] or None)
+                              [(e.name, e.expr) for e in stage.params] or None,
+                              only=read_labels)
     if isinstance(stage, A.RegexpParser):
         return P.RegexpParser(stage.pattern)
     if isinstance(stage, A.PatternParser):
@@ -212,3 +216,32 @@ def _fts_needles(pipeline: P.Pipeline) -> tuple[tuple[Needle, ...], ...]:
         if clause and all(len(text) >= MIN_FTS_NEEDLE for text, _ in clause):
             out.append(tuple(clause))
     return tuple(out)
+
+
+# stages after which the labels a query reads can still be named (nothing rewrites, renames
+# or prints labels): only then may a parser skip the keys nobody reads
+_PRUNABLE = (A.LineFilter, A.LogfmtParser, A.LabelFilterStage, A.Decolorize)
+
+
+def labels_read_after(query: A.LogQuery, unwrap: A.Unwrap | None,
+                      grouping: A.Grouping | None) -> frozenset[str] | None:
+    """The labels a range aggregation `by (...)` reads of its pipeline's parsed labels: the
+    grouping, the label filters and the unwrapped label. None when that cannot be known
+    (no `by`, `without`, formatting stages, other parsers, ...): then parsers keep all."""
+    if grouping is None or grouping.without or not grouping.labels:
+        return None
+    if not all(isinstance(s, _PRUNABLE) for s in query.stages):
+        return None
+    names = set(grouping.labels)
+    filters = [s.filter for s in query.stages if isinstance(s, A.LabelFilterStage)]
+    if unwrap is not None:
+        names.add(unwrap.label)
+        filters += list(unwrap.post_filters)
+    while filters:
+        f = filters.pop()
+        if isinstance(f, (A.AndLabelFilter, A.OrLabelFilter)):
+            filters += [f.left, f.right]
+        else:
+            names.add(f.name)
+    return frozenset(names)
+

@@ -23,7 +23,7 @@ import msgspec
 
 from logql.syntax import ast as A
 from logql.pipeline import builder as L
-from logql.plan import compile_log_query, compile_unwrap
+from logql.plan import compile_log_query, compile_unwrap, labels_read_after
 from logql.engine.common import LabelKey, NS, StepVectors, pipeline_error
 from logql.engine.functions import RANGE_FUNCTIONS
 from logql.pipeline.builder import LabelsBuilder
@@ -92,7 +92,7 @@ def _scan_samples(reader: LogReader, tenant, query: A.LogQuery, lr: A.LogRange, 
                   ) -> dict[LabelKey, tuple[list[int], list]]:
     """Samples per series: ``key -> (sorted timestamps, values)``; values are None for the
     count-like functions (every sample is worth 1)."""
-    plan = compile_log_query(query)
+    plan = compile_log_query(query, labels_read_after(query, lr.unwrap, grouping))
     unwrap = compile_unwrap(lr.unwrap) if lr.unwrap is not None else None
     lo = min(w[0] for w in windows)
     hi = max(w[1] for w in windows)

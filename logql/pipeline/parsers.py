@@ -142,10 +142,13 @@ class LogfmtParser:
     `extractions`: list of (label_name, key) or None for "all keys".
     """
 
-    __slots__ = ("strict", "keep_empty", "extractions", "_by_key", "_names")
+    __slots__ = ("strict", "keep_empty", "extractions", "_by_key", "_names", "only")
 
     def __init__(self, strict: bool = False, keep_empty: bool = False,
-                 extractions: list[tuple[str, str]] | None = None):
+                 extractions: list[tuple[str, str]] | None = None,
+                 only: frozenset[str] | None = None):
+        # `only`: the labels the rest of the query reads; other keys are not extracted
+        self.only = only
         self.strict = strict
         self.keep_empty = keep_empty
         self.extractions = list(extractions) if extractions else None
@@ -167,6 +170,7 @@ class LogfmtParser:
             keep_empty = self.keep_empty
             stream, sm, extracted, parsed = labels.stream, labels.sm, labels.extracted, labels.parsed
             names = self._names
+            only = self.only
             for key, value in pairs:
                 if not value and not keep_empty:
                     continue
@@ -175,7 +179,8 @@ class LogfmtParser:
                     name = sanitize_key(key)
                     if len(names) < 4096:
                         names[key] = name
-                if not name:
+                if not name or (only is not None and name not in only
+                                and name + EXTRACTED_SUFFIX not in only):
                     continue
                 if name in stream or name in sm or name[0] == "_":
                     # rare cases (collision, `__error__` keys): the general path
