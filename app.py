@@ -26,7 +26,7 @@ from routes.errors import EXCEPTION_HANDLERS
 from routes.paths import canonical_path, with_loki_paths
 from services.base import ServiceRegistry, State
 from services.context import AppContext
-from services import indexer as fts_indexer
+from services import sealer as sealer_service
 from services.ingester import Ingester
 from services.metrics import Metrics
 from services.querier import Querier
@@ -35,7 +35,7 @@ from storage.db import Database, migrate, connect, DB_FILENAME
 log = logging.getLogger("logstore")
 
 ROUTE_MODULES = [push, otlp, meta, admin, grafana, query, tail, legacy]
-SERVICE_NAMES = ["server", "store", "ingester", "indexer"]
+SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
 def build_context(cfg: Config) -> AppContext:
@@ -47,7 +47,7 @@ def build_context(cfg: Config) -> AppContext:
                      services=ServiceRegistry(list(SERVICE_NAMES)),
                      querier=Querier(db, cfg.limits_config))
     grafana.register(ctx)
-    fts_indexer.register(ctx)
+    sealer_service.register(ctx)
     return ctx
 
 

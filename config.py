@@ -126,6 +126,13 @@ class StorageConfig(msgspec.Struct, kw_only=True):
     # a process crash. Group commit amortises the fsync over every request in the batch.
     synchronous: str = "full"
     read_connections: int = 4
+    # the head's rows are sealed per stream and block_window into compressed blocks once the
+    # window ended seal_grace_period ago, or earlier when a stream's window holds
+    # block_max_rows rows (docs/storage.md)
+    sealing_enabled: bool = True
+    block_window: int = 3600 * 10**9  # ns
+    seal_grace_period: int = 120 * 10**9  # ns
+    block_max_rows: int = 20_000
 
 
 class Config(msgspec.Struct, kw_only=True):
@@ -190,7 +197,8 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?i?B?)\s*$", re.IGNORECASE)
 _SIZE_MULT = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 
 DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_query_length",
-                   "query_timeout", "evaluation_interval", "compaction_interval"}
+                   "query_timeout", "evaluation_interval", "compaction_interval",
+                   "block_window", "seal_grace_period"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
                "max_decompressed_size"}
 
@@ -274,6 +282,12 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"unrecognized log level {cfg.server.log_level!r}")
     if cfg.storage.synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ConfigError("storage.synchronous must be one of off, normal, full, extra")
+    if cfg.storage.block_window <= 0:
+        raise ConfigError("storage.block_window must be a positive duration")
+    if cfg.storage.seal_grace_period < 0:
+        raise ConfigError("storage.seal_grace_period must not be negative")
+    if not 1 <= cfg.storage.block_max_rows <= 1_000_000:
+        raise ConfigError("storage.block_max_rows must be between 1 and 1000000")
     if not 0 < cfg.server.http_listen_port < 65536:
         raise ConfigError("server.http_listen_port must be between 1 and 65535")
     _validate_otlp(cfg.limits_config.otlp_config)

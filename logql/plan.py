@@ -7,7 +7,8 @@ A `LogPlan` says what storage must read and what Python must still do:
                taken from the leading line filters: SQLite evaluates them, so lines that
                cannot match never reach Python;
 * `needles`    the same leading filters as an AND of ORs of `(text, case_insensitive)`, for
-               the FTS trigram prefilter (needles shorter than 3 characters are left out);
+               the sealed blocks' trigram Bloom filters (needles shorter than 3 characters
+               are left out);
 * `pipeline`   every stage as a composed Python object (`logql.pipeline.Pipeline`), with line
                filters hoisted in front of earlier stages the way Loki does it.
 
@@ -26,7 +27,7 @@ from logql.gocompat.filters import PipelineError
 from logql.pipeline.label_filters import RequiredLabelValues
 from storage.reader import LineConditions
 
-MIN_FTS_NEEDLE = 3
+MIN_NEEDLE = 3
 
 Needle = tuple[str, bool]
 
@@ -76,7 +77,7 @@ def _compile_cached(query: A.LogQuery, read_labels: frozenset[str] | None) -> Lo
         matchers=query.selector.matchers,
         pipeline=pipeline,
         conditions=_line_conditions(leading),
-        needles=_fts_needles(pipeline),
+        needles=_block_needles(pipeline),
         line_only=pipeline.line_only,
         label_values=tuple(required),
     )
@@ -208,12 +209,12 @@ def _equalities(f: A.LabelFilterExpr) -> list[tuple[str, str]]:
     return []
 
 
-def _fts_needles(pipeline: P.Pipeline) -> tuple[tuple[Needle, ...], ...]:
+def _block_needles(pipeline: P.Pipeline) -> tuple[tuple[Needle, ...], ...]:
     cnf = pipeline.required_substrings() or []
     out = []
     for clause in cnf:
-        # an OR with any short alternative cannot be answered by a trigram index
-        if clause and all(len(text) >= MIN_FTS_NEEDLE for text, _ in clause):
+        # an OR with any short alternative cannot be answered by a trigram filter
+        if clause and all(len(text) >= MIN_NEEDLE for text, _ in clause):
             out.append(tuple(clause))
     return tuple(out)
 

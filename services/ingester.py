@@ -6,13 +6,14 @@ other parts are refused (as Loki does), and the caller learns every refusal.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 import msgspec
 
@@ -23,6 +24,8 @@ from storage.db import Database
 from storage.entries import AppendResult, PreparedStream, append
 from services.errors import PlainError
 from logql.model import canonical_labels, label_pairs_string
+
+log = logging.getLogger("logstore.ingester")
 
 EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
 _SM_RUNS = re.compile(r"[^A-Za-z0-9]+")
@@ -259,3 +262,26 @@ class Ingester:
             if self.on_written is not None:
                 self.on_written(tenant, outcome.result)
         return outcome
+
+
+class _WrittenFanout:
+    """`Ingester.on_written` that calls several listeners (tail hub, indexer, ...)."""
+
+    def __init__(self, listeners: list[Callable[..., None]]):
+        self.listeners = listeners
+
+    def __call__(self, tenant: str, result: Any) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(tenant, result)
+            except Exception:  # noqa: BLE001 - one listener must not break a push reply
+                log.exception("on_written listener failed")
+
+
+def add_written_listener(ingester: Any, listener: Callable[[str, Any], None]) -> None:
+    """Chain `listener` onto `ingester.on_written`, keeping whatever is already there."""
+    current = ingester.on_written
+    if isinstance(current, _WrittenFanout):
+        current.listeners.append(listener)
+        return
+    ingester.on_written = _WrittenFanout(([current] if current is not None else []) + [listener])

@@ -314,7 +314,7 @@ class TailHub:
 
 def register(ctx: Any) -> TailHub:
     """Create the hub and subscribe it to committed pushes."""
-    from services.indexer import add_written_listener
+    from services.ingester import add_written_listener
 
     hub = TailHub()
     ctx.extras["tail_hub"] = hub

@@ -58,6 +58,10 @@ def migration_files() -> list[tuple[int, str, str]]:
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded in schema_version; return the names applied."""
+    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+        # a new file: sealing frees the head's pages, and only a database created with
+        # incremental auto-vacuum can hand them back to the file system without a VACUUM
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
                  "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
     done = {row[0] for row in conn.execute("SELECT version FROM schema_version")}

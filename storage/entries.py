@@ -1,10 +1,15 @@
-"""Appending log entries (writer thread) and keeping the per-minute rollups in step."""
+"""Appending log entries to the head (writer thread) and keeping the per-minute rollups in step.
+
+Exact duplicates (same stream, timestamp, line and metadata) are stored once: in the head the
+unique index drops them, and a line no newer than the stream's newest sealed line is first
+looked up in the sealed blocks that cover its timestamp."""
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
 
+from storage import sealing
 from storage.streams import extend_stream_range, get_or_create_stream
 
 MINUTE_NS = 60 * 10**9
@@ -32,6 +37,10 @@ class AppendResult:
 
 INSERT_ENTRY = ("INSERT OR IGNORE INTO entries (stream_id, ts, hash, line, metadata) "
                 "VALUES (?, ?, ?, ?, ?)")
+# with ids given: after the newest rows were sealed, SQLite's max(id) + 1 would hand out an
+# id a sealed row already has
+INSERT_ENTRY_WITH_ID = ("INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata) "
+                        "VALUES (?, ?, ?, ?, ?, ?)")
 # Tallies of the rows this append inserted (ids above the previous maximum: duplicates that
 # INSERT OR IGNORE skipped are not among them), folded into the rollups by SQLite itself.
 # The minute is floored, also for timestamps before 1970.
@@ -47,17 +56,34 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
            streams: list[PreparedStream]) -> AppendResult:
     result = AppendResult()
     newest_before = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+    sealed_max = sealing.sealed_max_id(conn)
+    next_id = sealed_max + 1 if sealed_max > newest_before else None
     for ps in streams:
         if not ps.rows:
             continue
         sid = get_or_create_stream(conn, cache, tenant, ps.labels, ps.canonical, ps.first_ts)
+        rows = ps.rows
+        horizon = sealing.sealed_horizon(conn, sid)
+        if horizon is not None and min(r[0] for r in rows) <= horizon:
+            # a line at or before the newest sealed one may be a repeat of a sealed line
+            held = sealing.sealed_duplicates(conn, sid, [r for r in rows if r[0] <= horizon])
+            if held:
+                older = [i for i, r in enumerate(rows) if r[0] <= horizon]
+                drop = {older[i] for i in held}
+                rows = [r for i, r in enumerate(rows) if i not in drop]
         before = conn.total_changes
-        conn.executemany(INSERT_ENTRY, [(sid, ts, h, line, md) for ts, h, line, md in ps.rows])
+        if next_id is None:
+            conn.executemany(INSERT_ENTRY, [(sid, ts, h, line, md) for ts, h, line, md in rows])
+        else:
+            conn.executemany(INSERT_ENTRY_WITH_ID,
+                             [(next_id + i, sid, ts, h, line, md)
+                              for i, (ts, h, line, md) in enumerate(rows)])
+            next_id += len(rows)
         inserted = conn.total_changes - before
         extend_stream_range(conn, sid, ps.first_ts, ps.last_ts)
         result.inserted += inserted
         result.duplicates += len(ps.rows) - inserted
-        result.written.append((sid, ps.labels, ps.rows))
+        result.written.append((sid, ps.labels, rows))
     if result.inserted:
         conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, newest_before))
     return result

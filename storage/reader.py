@@ -13,26 +13,26 @@ sees SQL, a connection or a transaction. What it can ask:
 
 `conditions` (`LineConditions`) and `needles` are pushed down: every line they reject is one
 the pipeline would reject, so storage may use them only to narrow what it returns. Here they
-become SQL conditions and FTS candidates; a second backend may use them as it can, or not at
-all. The deadline given at construction stops every statement (SQLite's progress handler)
+become SQL conditions on the head, Python tests on sealed rows and Bloom-filter checks that
+skip whole sealed blocks (storage/sealed.py); a second backend may use them as it can, or not
+at all. The deadline given at construction stops every statement (SQLite's progress handler)
 and every batch: `QueryTimeout` is raised, whatever the stage.
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Protocol, Sequence
 
-from storage import fts, rollups, scan
+from storage import rollups, scan, sealed
 from storage.scan import LineConditions, QueryTimeout, Row
+from storage.sealed import Needle
 from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
 
 MINUTE_NS = rollups.MINUTE_NS
-# windows a limited query scans plainly before it asks the FTS index (see LineScan)
-PLAIN_WINDOWS = 3
-FIRST_CANDIDATE_BATCH = 500
 # SQLite VM steps between two deadline checks inside one statement
 _PROGRESS_STEPS = 20_000
 
@@ -101,7 +101,7 @@ class LogReader:
     # -- lines -----------------------------------------------------------------------------
     def lines(self, stream_ids: Sequence[int], start: int, end: int, *,
               conditions: LineConditions | None = None,
-              needles: Sequence[Sequence[fts.Needle]] = (), backward: bool = False,
+              needles: Sequence[Sequence[Needle]] = (), backward: bool = False,
               ordered: bool = True, limited: bool = False,
               counts: ScanCounts | None = None) -> "LineScan":
         """Rows of the streams with start <= ts < end, in batches: in time order
@@ -163,8 +163,7 @@ class LogReader:
         partial = sum(x % MINUTE_NS for x in points)
         if partial * 2 > span:
             ranges = [(points[i], points[i + 1]) for i in range(nb)]
-            for sid, md, i, n, b in rollups.entry_totals(conn, sids, ranges,
-                                                          with_bytes=want_bytes):
+            for sid, md, i, n, b in _entry_totals(conn, sids, ranges, want_bytes):
                 add(sid, md, i, n, b)
             return totals
         floors = [x - x % MINUTE_NS for x in points]
@@ -174,12 +173,19 @@ class LogReader:
         # entries with floor_minute(x) <= ts <= x sit in the rollups of the bucket x begins
         # but belong to the bucket x ends
         edges = [(f - 1, x) for f, x in zip(floors, points)]
-        for sid, md, i, n, b in rollups.entry_totals(conn, sids, edges, with_bytes=want_bytes):
+        for sid, md, i, n, b in _entry_totals(conn, sids, edges, want_bytes):
             if i > 0:
                 add(sid, md, i - 1, n, b)
             if i < nb:
                 add(sid, md, i, n, b, -1)
         return totals
+
+
+def _entry_totals(conn: sqlite3.Connection, sids: Sequence[int],
+                  ranges: Sequence[tuple[int, int]], want_bytes: bool):
+    """Entries with lo < ts <= hi per range, from the head and the sealed blocks."""
+    return itertools.chain(rollups.entry_totals(conn, sids, ranges, with_bytes=want_bytes),
+                           sealed.sealed_totals(conn, sids, ranges, with_bytes=want_bytes))
 
 
 def _new_totals(nb: int):
@@ -197,7 +203,9 @@ def _new_totals(nb: int):
 def _move_edge_entries(conn: sqlite3.Connection, sids: Sequence[int], points: list[int],
                        want_bytes: bool, add: Any, nb: int) -> None:
     index = {x: i for i, x in enumerate(points)}
-    for sid, md, ts, n, b in rollups.entries_at(conn, sids, points, with_bytes=want_bytes):
+    at = itertools.chain(rollups.entries_at(conn, sids, points, with_bytes=want_bytes),
+                         sealed.sealed_at(conn, sids, points, with_bytes=want_bytes))
+    for sid, md, ts, n, b in at:
         i = index[ts]
         if i > 0:
             add(sid, md, i - 1, n, b)
@@ -217,84 +225,39 @@ class LineScan:
         self.backward, self.ordered, self.limited = backward, ordered, limited
         self.counts = counts
         self._progress: scan.ScanProgress | None = None
+        self._blocks: sealed.SealedBlocks | None = None
 
     def __iter__(self) -> Iterator[list[Row]]:
         return self.batches()
 
     def batches(self) -> Iterator[list[Row]]:
-        """With FTS needles: a query that may stop early (`limited`) first scans the newest
-        (or oldest) few windows plainly, since a common needle fills the limit there at
-        once; only what remains goes through the index, whose candidate list costs the same
-        whether the needle is rare or not."""
+        """The head's rows come from SQL with the conditions inside SQLite; sealed blocks
+        whose summaries rule out the needles and conditions are never decompressed."""
         conn, ids, deadline = self.reader.conn, self.ids, self.reader.deadline
-        backward, ordered = self.backward, self.ordered
         if not ids or self.start >= self.end:
             return
-        if not self.needles:
-            yield from self._scan()
-            return
-        progress = self._progress = scan.ScanProgress()
-        lo, hi = self.start, self.end
-        if self.limited and ordered:
-            yield from scan.scan_ordered(conn, ids, lo, hi, backward=backward,
-                                         conditions=self.conditions, deadline=deadline,
-                                         progress=progress, max_windows=PLAIN_WINDOWS)
-            if progress.width:
-                lo, hi = (lo, progress.lo) if backward else (progress.hi, hi)
-            if lo >= hi:
-                return
-        keys = self._candidates(lo, hi)
-        if keys is None:
-            if ordered:
-                yield from scan.scan_ordered(conn, ids, self.start, self.end,
-                                             backward=backward, conditions=self.conditions,
-                                             deadline=deadline, progress=progress)
-            else:
-                yield from self._scan()
-            return
-        # order the candidates by their keys, read lines only as far as the caller goes
-        order = _key_order if ordered else _stream_order
-        keys.sort(key=order, reverse=backward and ordered)
-        for a, b in _batch_starts(len(keys), FIRST_CANDIDATE_BATCH, scan.TARGET_ROWS):
-            self.reader.check_deadline()
-            rows = scan.rows_by_ids(conn, [k[0] for k in keys[a:b]], ids, lo, hi)
-            rows.sort(key=order, reverse=backward and ordered)
-            if self.counts is not None:
-                self.counts.lines_scanned += len(rows)
-                self.counts.bytes_scanned += sum(utf8_len(r[3]) for r in rows)
-            yield rows
-
-    def _scan(self) -> Iterator[list[Row]]:
-        conn, deadline = self.reader.conn, self.reader.deadline
+        blocks = self._blocks = sealed.SealedBlocks(conn, ids, self.start, self.end,
+                                                    conditions=self.conditions,
+                                                    needles=self.needles)
         progress = self._progress = scan.ScanProgress()
         if self.ordered:
-            yield from scan.scan_ordered(conn, self.ids, self.start, self.end,
+            yield from scan.scan_ordered(conn, ids, self.start, self.end,
                                          backward=self.backward, conditions=self.conditions,
-                                         deadline=deadline, progress=progress)
+                                         deadline=deadline, progress=progress, sealed=blocks)
         else:
             progress.begin(self.start, self.end, False)
-            yield from scan.scan_by_stream(conn, self.ids, self.start, self.end,
-                                           conditions=self.conditions, deadline=deadline)
+            yield from scan.scan_by_stream(conn, ids, self.start, self.end,
+                                           conditions=self.conditions, deadline=deadline,
+                                           sealed=blocks)
             progress.done(self.start, self.end)
 
-    def _candidates(self, start: int, end: int) -> list[Row] | None:
-        """`(id, stream_id, ts)` of every row of the streams and range that can match the
-        needles (unordered): index candidates up to the index's high-water mark plus the
-        whole unindexed tail. None when the index cannot narrow enough."""
-        conn = self.reader.conn
-        pf = fts.prefilter(conn, self.needles)
-        if pf is None:
-            return None
-        keys = scan.rows_by_ids(conn, pf.ids, self.ids, start, end, self.conditions,
-                                keys_only=True)
-        keys += scan.rows_after_id(conn, pf.high_water, self.ids, start, end,
-                                   self.conditions, keys_only=True)
-        return keys
-
     def finish(self) -> None:
-        """Add what the scans examined to the counts (rows SQLite filtered out included)."""
+        """Add what the scans covered to the counts (rows the conditions and the block
+        summaries filtered out included)."""
         p, self._progress = self._progress, None
         if p is not None and p.lo < p.hi and self.counts is not None:
+            # Loki counts every line of the chunks in range (a single binary has no bloom
+            # gateway): so do we, the blocks the summaries skipped included
             lines, size = scan.range_counts(self.reader.conn, self.ids, p.lo, p.hi)
             self.counts.lines_scanned += lines
             self.counts.bytes_scanned += size
@@ -302,21 +265,3 @@ class LineScan:
 
 def utf8_len(line: str) -> int:
     return len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))
-
-
-def _key_order(row: Row) -> tuple[int, int]:
-    return row[2], row[0]
-
-
-def _stream_order(row: Row) -> tuple[int, int, int]:
-    return row[1], row[2], row[0]
-
-
-def _batch_starts(total: int, first: int, rest: int) -> Iterator[tuple[int, int]]:
-    """[start, end) slices: a small first batch (a limited query often needs no more), then
-    bigger ones."""
-    i, size = 0, first
-    while i < total:
-        yield i, min(total, i + size)
-        i += size
-        size = rest

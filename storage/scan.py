@@ -21,9 +21,10 @@ import json
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from logql.errors import QueryTimeout
+from storage.sealed import SealedBlocks, sealed_range_counts
 
 MINUTE_NS = 60 * 10**9
 FIRST_WINDOW_NS = 60 * 10**9
@@ -86,6 +87,48 @@ class LineConditions:
     def __bool__(self) -> bool:
         return bool(self.sql()[0])
 
+    def matcher(self) -> "Callable[[str, str | None], bool] | None":
+        """The same conditions as a Python test of (line, metadata), for rows read from
+        sealed blocks; None when nothing applies. It rejects exactly what `sql()` rejects."""
+        tests: list[Callable[[str, str | None], bool]] = []
+        for clause in self.all_of:
+            alts: list[tuple[str, bool]] = []
+            for text, ci in clause:
+                if ci and not _like_safe(text):
+                    alts = []
+                    break
+                alts.append((text.lower() if ci else text, ci))
+            if alts:
+                tests.append(_any_of(alts))
+        for text in self.none_of:
+            tests.append(lambda line, md, t=text: t not in line)
+        for name, value in self.label_values:
+            key = f'"{name}":'
+            tests.append(lambda line, md, v=value, k=key:
+                         v in line or "\\" in line or (md is not None and k in md))
+        if not tests:
+            return None
+        if len(tests) == 1:
+            return tests[0]
+        return lambda line, md: all(t(line, md) for t in tests)
+
+
+def _any_of(alts: list[tuple[str, bool]]) -> "Callable[[str, str | None], bool]":
+    if len(alts) == 1:
+        text, ci = alts[0]
+        if ci:
+            return lambda line, md: text in _ascii_lower(line)
+        return lambda line, md: text in line
+    return lambda line, md: any(t in (_ascii_lower(line) if ci else line) for t, ci in alts)
+
+
+def _ascii_lower(line: str) -> str:
+    # SQLite's LIKE folds ASCII letters only; str.lower() would fold more (and İ to two chars)
+    return line.lower() if line.isascii() else line.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+
 
 def _like_safe(text: str) -> bool:
     return (0 < len(text) < _MAX_LIKE and text.isascii()
@@ -107,15 +150,18 @@ _SELECT = ("SELECT id, stream_id, ts, line, metadata FROM entries "
 def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int, *,
                  backward: bool, conditions: LineConditions | None = None,
                  deadline: float | None = None, target_rows: int = TARGET_ROWS,
-                 progress: "ScanProgress | None" = None,
-                 max_windows: int | None = None) -> Iterator[list[Row]]:
+                 progress: "ScanProgress | None" = None, max_windows: int | None = None,
+                 sealed: "SealedBlocks | None" = None,
+                 only_stream: int | None = None) -> Iterator[list[Row]]:
     """Batches of rows with `start <= ts < end`, in global `ts` order (ties by id), newest
-    first when `backward`. Stop iterating whenever you have enough: nothing further is read.
+    first when `backward`, from the head (`entries`) and from `sealed` blocks together. Stop
+    iterating whenever you have enough: nothing further is read.
 
     `progress`, if given, records the part of [start, end) that has been read (so the caller
     can count what was examined, see `range_counts`) and the current window width; a scan
     given the same progress continues where the previous one left off. `max_windows` ends
-    the scan early, after that many windows."""
+    the scan early, after that many windows. `only_stream`: of the sealed blocks, read only
+    this stream's (the head query already has just `stream_ids`)."""
     if not stream_ids or start >= end:
         return
     where, cond_params = conditions.sql() if conditions else ("", [])
@@ -139,16 +185,16 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
             w_lo, w_hi = max(lo, hi - width), hi
         else:
             w_lo, w_hi = lo, min(hi, lo + width)
-        cur = conn.execute(sql, (ids, w_lo, w_hi, *cond_params))
-        # ORDER BY made SQLite read the whole window before its first row
+        rows = conn.execute(sql, (ids, w_lo, w_hi, *cond_params)).fetchall()
+        if sealed:
+            more = sealed.rows(w_lo, w_hi, only_stream)
+            if more:
+                rows += more
+                rows.sort(key=_ts_id, reverse=backward)
         progress.done(w_lo, w_hi)
-        fetched = 0
-        while True:
-            rows = cur.fetchmany(target_rows)
-            if not rows:
-                break
-            fetched += len(rows)
-            yield rows
+        fetched = len(rows)
+        for i in range(0, fetched, target_rows):
+            yield rows[i:i + target_rows]
             if deadline is not None and time.monotonic() > deadline:
                 raise QueryTimeout()
         if backward:
@@ -165,63 +211,18 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
         progress.width = width
 
 
+def _ts_id(row: Row) -> tuple[int, int]:
+    return row[2], row[0]
+
+
 def scan_by_stream(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
                    *, conditions: LineConditions | None = None, deadline: float | None = None,
-                   batch: int = TARGET_ROWS) -> Iterator[list[Row]]:
+                   sealed: "SealedBlocks | None" = None) -> Iterator[list[Row]]:
     """Batches of rows stream after stream, each stream oldest first: no sorting across
     streams (for evaluators that group per stream anyway)."""
-    where, cond_params = conditions.sql() if conditions else ("", [])
-    sql = ("SELECT id, stream_id, ts, line, metadata FROM entries "
-           "WHERE stream_id = ? AND ts >= ? AND ts < ?" + where + " ORDER BY ts, id")
     for sid in stream_ids:
-        cur = conn.execute(sql, (sid, start, end, *cond_params))
-        while True:
-            if deadline is not None and time.monotonic() > deadline:
-                raise QueryTimeout()
-            rows = cur.fetchmany(batch)
-            if not rows:
-                break
-            yield rows
-
-
-_ROW_COLUMNS = "id, stream_id, ts, line, metadata"
-_KEY_COLUMNS = "id, stream_id, ts"
-
-
-def rows_by_ids(conn: sqlite3.Connection, entry_ids: Sequence[int], stream_ids: Sequence[int],
-                start: int, end: int, conditions: LineConditions | None = None, *,
-                keys_only: bool = False) -> list[Row]:
-    """The rows among `entry_ids` that belong to `stream_ids` and [start, end), unordered
-    (for candidates from a prefilter index). `keys_only`: just `(id, stream_id, ts)`, so a
-    caller can order many candidates and read the lines of the first few only."""
-    if not entry_ids or not stream_ids:
-        return []
-    where, cond_params = conditions.sql() if conditions else ("", [])
-    sql = ("SELECT " + (_KEY_COLUMNS if keys_only else _ROW_COLUMNS) + " FROM entries "
-           "WHERE id IN (SELECT value FROM json_each(?)) "
-           "AND stream_id IN (SELECT value FROM json_each(?)) AND ts >= ? AND ts < ?" + where)
-    out: list[Row] = []
-    for i in range(0, len(entry_ids), 50_000):
-        chunk = json.dumps(list(entry_ids[i:i + 50_000]))
-        out.extend(conn.execute(sql, (chunk, _ids_param(stream_ids), start, end,
-                                      *cond_params)))
-    return out
-
-
-def rows_after_id(conn: sqlite3.Connection, after_id: int, stream_ids: Sequence[int],
-                  start: int, end: int, conditions: LineConditions | None = None, *,
-                  keys_only: bool = False) -> list[Row]:
-    """Rows with id > after_id (the part a prefilter index has not seen yet), unordered.
-    The unary `+` keeps SQLite on the rowid range instead of the (stream_id, ts) index."""
-    if not stream_ids:
-        return []
-    where, cond_params = conditions.sql() if conditions else ("", [])
-    sql = ("SELECT " + (_KEY_COLUMNS if keys_only else _ROW_COLUMNS) + " FROM entries "
-           "WHERE id > ? "
-           "AND +stream_id IN (SELECT value FROM json_each(?)) AND +ts >= ? AND +ts < ?"
-           + where)
-    return conn.execute(sql, (after_id, _ids_param(stream_ids), start, end,
-                              *cond_params)).fetchall()
+        yield from scan_ordered(conn, [sid], start, end, backward=False, conditions=conditions,
+                                deadline=deadline, sealed=sealed, only_stream=sid)
 
 
 # -- what a scan examined -------------------------------------------------------------------
@@ -273,4 +274,5 @@ def _exact_counts(conn: sqlite3.Connection, ids: str, lo: int, hi: int) -> tuple
         "SELECT count(*), coalesce(sum(length(CAST(line AS BLOB))), 0) FROM entries "
         "WHERE stream_id IN (SELECT value FROM json_each(?)) AND ts >= ? AND ts < ?",
         (ids, lo, hi)).fetchone()
-    return n, s
+    sealed_n, sealed_s = sealed_range_counts(conn, json.loads(ids), lo, hi)
+    return n + sealed_n, s + sealed_s

@@ -19,16 +19,56 @@ def push_body(stream: dict, values: list) -> bytes:
 
 
 def stored(db_path: str) -> list[tuple[str, int, str, dict | None]]:
-    """(tenant, ts, line, metadata) of every stored entry, read from the SQLite file."""
+    """(tenant, labels, ts, line, metadata) of every stored entry, in the head or sealed,
+    read from the SQLite file in (ts, id) order."""
     conn = sqlite3.connect(db_path)
     try:
         rows = conn.execute(
-            "SELECT s.tenant, s.labels, e.ts, e.line, e.metadata FROM entries e "
-            "JOIN streams s ON s.id = e.stream_id ORDER BY e.ts, e.id").fetchall()
+            "SELECT e.id, s.tenant, s.labels, e.ts, e.line, e.metadata FROM entries e "
+            "JOIN streams s ON s.id = e.stream_id").fetchall()
+        rows += sealed_rows(conn)
     finally:
         conn.close()
+    rows.sort(key=lambda r: (r[3], r[0]))
     return [(t, labels, ts, line, json.loads(md) if md else None)
-            for t, labels, ts, line, md in rows]
+            for _, t, labels, ts, line, md in rows]
+
+
+def sealed_rows(conn: sqlite3.Connection) -> list[tuple]:
+    """(id, tenant, labels, ts, line, metadata) of every row in a sealed block."""
+    from storage import blocks
+
+    out = []
+    for n, flags, keys, lengths, md, lines, tenant, labels in conn.execute(
+            "SELECT b.rows, b.flags, b.keys, b.lengths, b.metadata, b.lines, s.tenant, "
+            "s.labels FROM blocks b JOIN streams s ON s.id = b.stream_id"):
+        ts, ids = blocks.decode_keys(keys, n)
+        text = blocks.decode_lines(lines, blocks.decode_lengths(lengths),
+                                   bool(flags & blocks.FLAG_ASCII))
+        mds = blocks.decode_metadata(md, n)
+        out += [(ids[i], tenant, labels, ts[i], text[i], mds[i]) for i in range(n)]
+    return out
+
+
+def seal(conn: sqlite3.Connection, *, max_rows: int = 100_000, window_ns: int = 3600 * 10**9,
+         keep=lambda group: True) -> int:
+    """Seal the head's groups (all, or those `keep` accepts) the way the sealer does, on a
+    connection of the test's own; return the blocks written."""
+    from storage import blocks, sealing
+
+    written = 0
+    for g in sealing.sealable_groups(conn, 0, window_ns, 0, everything=True):
+        if not keep(g):
+            continue
+        while True:
+            rows = sealing.head_rows(conn, g.stream_id, g.lo, g.hi, max_rows)
+            if not rows:
+                break
+            conn.execute("BEGIN IMMEDIATE")
+            sealing.store_block(conn, g.stream_id, blocks.encode(rows), [r[0] for r in rows])
+            conn.execute("COMMIT")
+            written += 1
+    return written
 
 
 def db_path(client) -> str:

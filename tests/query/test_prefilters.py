@@ -1,11 +1,13 @@
-"""The storage-side narrowing (SQL line conditions, FTS trigram candidates, the unindexed
-tail) never changes an answer: every query here is checked against a brute-force reference
-with the index empty, half built and complete. Also: a rare needle reads few lines once
-indexed, and answers survive a server restart."""
+"""The storage-side narrowing (SQL line conditions on the head, Python conditions and Bloom
+filters on sealed blocks) never changes an answer: every query here is checked against a
+brute-force reference with the data all in the head, half sealed, sealed in small blocks
+that overlap in time, and all sealed. Also: a rare needle skips most sealed blocks, and
+answers survive a server restart."""
 
 from __future__ import annotations
 
 import re
+import sqlite3
 
 import httpx
 import pytest
@@ -55,7 +57,7 @@ QUERIES = [
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """Pushed through the app, then queried on a connection of our own with the app stopped:
-    the background indexer must not move the index state under the test."""
+    the background sealer must not move data under the test."""
     from litestar.testing import TestClient
 
     from app import create_app
@@ -66,13 +68,14 @@ def data(tmp_path_factory):
     body = lines(3000)
     step = DAY // len(body)
     stamps = [T + i * step for i in range(len(body))]
-    with TestClient(create_app(make_config(data_dir, OLD_DATA))) as c:
+    extra = {**OLD_DATA, "storage": {"sealing_enabled": False}}
+    with TestClient(create_app(make_config(data_dir, extra))) as c:
         for i in range(0, len(body), 1000):
             push(c, {"app": "pf", "part": str(i // 1500)},
                  [[str(t), l] for t, l in zip(stamps[i:i + 1000], body[i:i + 1000])])
         path = c.app.state.ctx.db.path
     conn = connect(path)
-    yield conn, list(zip(stamps, body))
+    yield conn, list(zip(stamps, body)), path
     conn.close()
 
 
@@ -93,27 +96,52 @@ def _reference(rows, keep, limit: int, direction: str) -> list[tuple[int, str]]:
     return kept[:limit]
 
 
-def _index_up_to(conn, rows: int | None) -> None:
-    """Index the first `rows` entries (None: all) with the FTS module's own functions."""
-    fts = pytest.importorskip("storage.fts")
-    conn.execute("BEGIN IMMEDIATE")
-    if rows is None:
-        fts.rebuild(conn)
-    else:
-        fts.reset(conn)
-        if rows:
-            fts.index_batch(conn, rows)
-    conn.execute("COMMIT")
+def _seal_state(data_dir, state: str) -> None:
+    """A fresh copy of the pushed data with the given part of it sealed."""
+    from tests.helpers import seal
 
-
-@pytest.mark.parametrize("index_state", ["none", "half", "full"])
-def test_answers_do_not_depend_on_the_index(data, index_state):
-    conn, rows = data
+    conn = sqlite3.connect(data_dir / "logstore.db", isolation_level=None)
     try:
-        _index_up_to(conn, {"none": 0, "half": 1500, "full": None}[index_state])
-    except pytest.skip.Exception:
-        if index_state != "none":
-            raise
+        if state == "half":  # the first part's stream, and the early windows of the other
+            seal(conn, keep=lambda g: g.stream_id == 1 or g.lo < T + DAY // 3)
+        elif state == "small overlapping blocks":
+            # blocks of 40 rows cut from a window, then late rows sealed over them
+            seal(conn, max_rows=40, keep=lambda g: g.lo % (2 * 3600 * 10**9) == 0)
+            seal(conn, max_rows=40, window_ns=DAY)
+        elif state == "full":
+            seal(conn)
+    finally:
+        conn.close()
+
+
+def _sealed_copy(tmp_path_factory, path: str, state: str):
+    from storage.db import connect
+
+    copy = tmp_path_factory.mktemp("sealed") / "data"
+    copy.mkdir()
+    src = sqlite3.connect(path)
+    dst = sqlite3.connect(copy / "logstore.db")
+    src.backup(dst)
+    src.close()
+    dst.close()
+    _seal_state(copy, state)
+    return connect(str(copy / "logstore.db"))
+
+
+@pytest.fixture(scope="module", params=["head", "half", "small overlapping blocks", "full"])
+def sealed_data(request, data, tmp_path_factory):
+    _, rows, path = data
+    conn = _sealed_copy(tmp_path_factory, path, request.param)
+    yield conn, rows, request.param
+    conn.close()
+
+
+def test_answers_do_not_depend_on_sealing(sealed_data):
+    conn, rows, state = sealed_data
+    if state != "head":
+        assert conn.execute("SELECT count(*) FROM blocks").fetchone()[0] > 0
+    if state in ("head", "half"):
+        assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] > 0
     for q, keep in QUERIES:
         if keep is None:
             pattern = re.compile(r"after .*s.")  # `<_>after <_>s<_>`: a non-empty tail
@@ -124,21 +152,25 @@ def test_answers_do_not_depend_on_the_index(data, index_state):
             if got != want:  # (pytest's diff of long lists takes minutes: report compactly)
                 extra = sorted(set(got) - set(want))[:3]
                 missing = sorted(set(want) - set(got))[:3]
-                pytest.fail(f"{q} limit={limit} {direction} index={index_state}: "
+                pytest.fail(f"{q} limit={limit} {direction} sealed={state}: "
                             f"{len(got)} vs {len(want)} entries; unexpected {extra}; "
                             f"missing {missing}")
 
 
-def test_rare_needle_reads_few_lines_once_indexed(data):
-    from logql.engine.results import QueryStats
+def test_rare_needle_skips_most_sealed_blocks(data, tmp_path_factory):
+    from storage.reader import LogReader
 
-    conn, rows = data
-    _index_up_to(conn, None)
-    stats = QueryStats()
-    got = _answer(conn, '|= "needle-0c0ffee in"', 1000, "backward", stats)
-    assert len(got) == sum(1 for _, l in rows if "needle-0c0ffee in" in l)
-    assert stats.entries_returned == len(got)
-    assert stats.lines_scanned < len(rows) // 4
+    _, rows, path = data
+    conn = _sealed_copy(tmp_path_factory, path, "full")
+    assert _answer(conn, '|= "#1234"', 1000, "backward") == [
+        (ts, l) for ts, l in rows if "#1234" in l]
+    scan = LogReader(conn).lines([1, 2], T, T + DAY, needles=[[("#1234", False)]])
+    got = [r for batch in scan for r in batch]
+    blocks = scan._blocks
+    assert len(blocks.blocks) + len(blocks.skipped) == 26  # 2 streams of 12-13 hours
+    assert len(blocks.blocks) <= 3
+    assert [r[3] for r in got if "#1234" in r[3]] == [l for _, l in rows if "#1234" in l]
+    conn.close()
 
 
 def test_answers_survive_a_restart(make_server):

@@ -1,0 +1,181 @@
+"""The sealer service: moves head rows into compressed, summarised blocks in the background.
+
+A push stays one plain insert into the head. This loop wakes when pushes commit (and every
+`interval` seconds in any case), asks the head which (stream, window) groups are due (see
+storage.sealing.sealable_groups) and seals each: it reads and encodes the rows on a reader
+thread, outside any transaction, then hands the writer one short job that inserts the block
+and deletes those rows. That job is the only thing sealing puts on the writer, so pushes
+never wait behind a compression; while pushes keep arriving the loop pauses between blocks
+for as long as the block took, so sealing takes at most about half of a busy machine.
+
+Crash safety comes from the writer job being atomic: at every commit each acknowledged line
+is in the head or in one block, never both. A restart simply finds the due groups again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from storage import blocks, sealing
+
+log = logging.getLogger("logstore.sealer")
+
+INTERVAL_SECONDS = 10.0
+# under push load: pause PAUSE_FACTOR x the block's duration after each block
+PAUSE_FACTOR = 1.0
+# a progress line this often while a large backlog (a migration) is sealed
+PROGRESS_SECONDS = 10.0
+
+
+def _read_and_encode(conn: Any, sid: int, lo: int, hi: int, limit: int):
+    rows = sealing.head_rows(conn, sid, lo, hi, limit)
+    if not rows:
+        return [], None
+    return [r[0] for r in rows], blocks.encode(rows)
+
+
+class Sealer:
+    def __init__(self, db: Any, *, window_ns: int, grace_ns: int,
+                 max_rows: int = sealing.DEFAULT_MAX_ROWS, enabled: bool = True,
+                 interval: float = INTERVAL_SECONDS,
+                 clock: Callable[[], int] = time.time_ns):
+        self.db = db
+        self.window_ns, self.grace_ns, self.max_rows = window_ns, grace_ns, max_rows
+        self.enabled = enabled
+        self.interval = interval
+        self.clock = clock
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._lock: asyncio.Lock | None = None
+        self._writes_seen = 0
+        self.blocks_written = 0
+        self.rows_sealed = 0
+        self.failure: str | None = None
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def notify(self, _tenant: str = "", _result: Any = None) -> None:
+        """A push committed (called in the event loop)."""
+        self._writes_seen += 1
+        if self._wake is not None:
+            self._wake.set()
+
+    async def start(self) -> None:
+        self._lock = asyncio.Lock()
+        if not self.enabled:
+            return
+        self._wake = asyncio.Event()
+        self._wake.set()  # whatever the last run (or an older release) left in the head
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sealer")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    # -- the loop --------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        assert self._wake is not None
+        backoff = 0.5
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            except asyncio.TimeoutError:
+                pass  # windows close as time passes, pushes or not
+            self._wake.clear()
+            try:
+                await self.seal_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep the service alive; retry later
+                self.failure = f"{type(exc).__name__}: {exc}"
+                log.warning("sealing failed, retrying in %.1fs: %s", backoff, self.failure)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 60.0)
+                self._wake.set()
+            else:
+                self.failure = None
+                backoff = 0.5
+
+    async def seal_due(self, everything: bool = False) -> int:
+        """Seal every group that is due (all of the head with `everything`, as /flush asks);
+        return the rows sealed."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._seal_due(everything)
+
+    async def _seal_due(self, everything: bool) -> int:
+        groups = await self.db.read(sealing.sealable_groups, self.clock(), self.window_ns,
+                                    self.grace_ns, self.max_rows, everything)
+        pending = sum(g.rows for g in groups)
+        if not pending:
+            return 0
+        started = last_note = time.monotonic()
+        sealed = 0
+        cutoff = self.clock() - self.grace_ns
+        for g in groups:
+            closed = everything or g.hi <= cutoff
+            while True:
+                seen = self._writes_seen
+                t0 = time.perf_counter()
+                ids, block = await self.db.read(_read_and_encode, g.stream_id, g.lo, g.hi,
+                                                self.max_rows)
+                if block is None:
+                    break
+                if not closed and len(ids) < self.max_rows:
+                    break  # an open window: wait until it is full or closes
+                try:
+                    await self.db.write(
+                        lambda conn, s=g.stream_id, b=block, i=ids:
+                        sealing.store_block(conn, s, b, i))
+                except sealing.HeadChanged:
+                    continue  # read the group again
+                self.blocks_written += 1
+                self.rows_sealed += len(ids)
+                sealed += len(ids)
+                if time.monotonic() - last_note > PROGRESS_SECONDS:
+                    last_note = time.monotonic()
+                    log.warning("sealing: %d of %d head rows sealed (%.0f%%)", sealed, pending,
+                                100.0 * sealed / pending)
+                if self._writes_seen != seen:
+                    await asyncio.sleep((time.perf_counter() - t0) * PAUSE_FACTOR)
+                if len(ids) < self.max_rows:
+                    break
+        await self.db.write(sealing.reclaim_space)
+        if time.monotonic() - started > PROGRESS_SECONDS:
+            log.warning("sealing: done, %d rows in %.0f s", sealed, time.monotonic() - started)
+        return sealed
+
+    def status(self) -> dict[str, Any]:
+        return {"blocks_written": self.blocks_written, "rows_sealed": self.rows_sealed,
+                "running": self._task is not None and not self._task.done(),
+                "last_error": self.failure}
+
+
+def register(ctx: Any) -> Sealer:
+    """Create the sealer, subscribe it to pushes and hook it into the app's lifespan."""
+    from services.ingester import add_written_listener
+
+    cfg = ctx.config.storage
+    sealer = Sealer(ctx.db, window_ns=cfg.block_window, grace_ns=cfg.seal_grace_period,
+                    max_rows=cfg.block_max_rows, enabled=cfg.sealing_enabled)
+    ctx.extras["sealer"] = sealer
+    add_written_listener(ctx.ingester, sealer.notify)
+
+    async def on_start(_ctx: Any) -> None:
+        await sealer.start()
+
+    async def on_stop(_ctx: Any) -> None:
+        await sealer.stop()
+
+    ctx.extras.setdefault("on_start", []).append(on_start)
+    ctx.extras.setdefault("on_stop", []).append(on_stop)
+    return sealer

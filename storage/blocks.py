@@ -1,0 +1,200 @@
+"""Sealed blocks: one stream's entries of one time window, compressed column by column.
+
+A block holds the rows `(id, ts, line, metadata)` of one stream, sorted by `(ts, id)`, as
+separate zstd-compressed columns, so a reader asks SQLite only for what it needs:
+
+    keys      ts and entry ids, as int64 deltas (little-endian)
+    lengths   each line's UTF-8 byte length, uint32: line bytes for the rollup-style
+              counts without touching the lines; offsets into `lines`
+    metadata  empty when no row has metadata; else int32 byte lengths (-1: none) followed
+              by the concatenated compact-JSON texts
+    lines     the lines' UTF-8 bytes, concatenated
+
+Beside the columns a block keeps its summary: time bounds, row and byte counts, the entry id
+range, whether any line has a backslash (a `| json`/`| logfmt` value may hide behind an escape,
+see LineConditions.label_values), the structured-metadata names present, and a Bloom filter
+of the (ASCII-lower-cased) byte trigrams of its lines. The summary only ever rules a block out
+when no line in it can match; every row read is still checked exactly by the pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import msgspec
+import numpy as np
+import zstandard
+
+ZSTD_LEVEL = 3
+# Bloom filter: 10 bits per distinct trigram and 5 probes, about 1 % false positives
+BLOOM_BITS_PER_KEY = 10
+BLOOM_PROBES = 5
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
+
+FLAG_BACKSLASH = 1
+FLAG_ASCII = 2
+
+_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+_metadata_decoder = msgspec.json.Decoder(dict)
+
+
+@dataclass
+class EncodedBlock:
+    """What a sealer writes: the summary and the four compressed columns."""
+    min_ts: int
+    max_ts: int
+    rows: int
+    bytes: int
+    min_id: int
+    max_id: int
+    flags: int
+    md_names: str
+    bloom: bytes
+    keys: bytes
+    lengths: bytes
+    metadata: bytes
+    lines: bytes
+
+
+def encode(rows: Sequence[tuple[int, int, str, str | None]]) -> EncodedBlock:
+    """Rows `(id, ts, line, metadata_json_or_None)` of one stream, any order."""
+    rows = sorted(rows, key=lambda r: (r[1], r[0]))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    ts = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    lines = [r[2] for r in rows]
+    text = "".join(lines)
+    ascii_only = text.isascii()
+    if ascii_only:
+        body = text.encode("ascii")
+        lengths = np.fromiter(map(len, lines), dtype=np.uint32, count=len(lines))
+    else:
+        parts = [line.encode("utf-8", "surrogatepass") for line in lines]
+        body = b"".join(parts)
+        lengths = np.fromiter(map(len, parts), dtype=np.uint32, count=len(parts))
+    keys = np.concatenate([_deltas(ts), _deltas(ids)])
+    mds = [r[3] for r in rows]
+    names: set[str] = set()
+    if any(md is not None for md in mds):
+        md_parts = [b"" if md is None else md.encode("utf-8", "surrogatepass") for md in mds]
+        md_lengths = np.fromiter((-1 if md is None else len(p) for md, p in zip(mds, md_parts)),
+                                 dtype=np.int32, count=len(mds))
+        md_column = _compressor.compress(md_lengths.tobytes() + b"".join(md_parts))
+        for md in set(mds):
+            if md is not None:
+                names.update(_metadata_decoder.decode(md))
+    else:
+        md_column = b""
+    flags = (FLAG_BACKSLASH if b"\\" in body else 0) | (FLAG_ASCII if ascii_only else 0)
+    return EncodedBlock(
+        min_ts=int(ts[0]), max_ts=int(ts[-1]), rows=len(rows), bytes=len(body),
+        min_id=int(ids.min()), max_id=int(ids.max()), flags=flags,
+        md_names="\n".join(sorted(names)), bloom=build_bloom(body),
+        keys=_compressor.compress(keys.tobytes()),
+        lengths=_compressor.compress(lengths.tobytes()), metadata=md_column,
+        lines=_compressor.compress(body))
+
+
+def _deltas(values: np.ndarray) -> np.ndarray:
+    out = np.empty_like(values)
+    if len(values):
+        out[0] = values[0]
+        np.subtract(values[1:], values[:-1], out=out[1:])
+    return out
+
+
+def _decompress(data: bytes) -> bytes:
+    # blocks are written with the content size in the frame header
+    return zstandard.ZstdDecompressor().decompress(data)
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+def decode_keys(data: bytes, rows: int) -> tuple[list[int], list[int]]:
+    """(timestamps, entry ids), both in block order."""
+    arr = np.frombuffer(_decompress(data), dtype=np.int64)
+    return np.cumsum(arr[:rows]).tolist(), np.cumsum(arr[rows:]).tolist()
+
+
+def decode_lengths(data: bytes) -> list[int]:
+    return np.frombuffer(_decompress(data), dtype=np.uint32).tolist()
+
+
+def decode_metadata(data: bytes, rows: int) -> list[str | None]:
+    if not data:
+        return [None] * rows
+    raw = _decompress(data)
+    sizes = np.frombuffer(raw, dtype=np.int32, count=rows).tolist()
+    out: list[str | None] = []
+    pos = rows * 4
+    for n in sizes:
+        if n < 0:
+            out.append(None)
+        else:
+            out.append(raw[pos:pos + n].decode("utf-8", "surrogatepass"))
+            pos += n
+    return out
+
+
+def decode_lines(data: bytes, lengths: list[int], ascii_only: bool) -> list[str]:
+    raw = _decompress(data)
+    out: list[str] = []
+    pos = 0
+    if ascii_only:  # byte offsets are character offsets: one decode, then slices
+        text = raw.decode("ascii")
+        for n in lengths:
+            out.append(text[pos:pos + n])
+            pos += n
+        return out
+    for n in lengths:
+        out.append(raw[pos:pos + n].decode("utf-8", "surrogatepass"))
+        pos += n
+    return out
+
+
+# -- the trigram Bloom filter -------------------------------------------------------------------
+
+def build_bloom(body: bytes) -> bytes:
+    """Bloom filter over the distinct byte trigrams of `body`, ASCII letters folded to lower
+    case. Trigrams that span two lines are in it too: they can only add false positives."""
+    if len(body) < 3:
+        return b""
+    b = np.frombuffer(body.lower(), dtype=np.uint8).astype(np.uint32)
+    codes = np.unique((b[:-2] << 16) | (b[1:-1] << 8) | b[2:]).astype(np.uint64)
+    nbits = max(64, int(math.ceil(len(codes) * BLOOM_BITS_PER_KEY / 64)) * 64)
+    h = codes * np.uint64(_GOLDEN)
+    h1 = h >> np.uint64(32)
+    h2 = (h & np.uint64(0xFFFFFFFF)) | np.uint64(1)
+    bits = np.zeros(nbits, dtype=np.uint8)
+    m = np.uint64(nbits)
+    for i in range(BLOOM_PROBES):
+        bits[(h1 + np.uint64(i) * h2) % m] = 1
+    return np.packbits(bits, bitorder="little").tobytes()
+
+
+def trigram_probes(text: bytes) -> list[tuple[int, int]] | None:
+    """(h1, h2) of each distinct trigram of a needle, for `bloom_admits`; None when the
+    needle is too short to say anything."""
+    low = text.lower()
+    if len(low) < 3:
+        return None
+    out = []
+    for code in {(low[i] << 16) | (low[i + 1] << 8) | low[i + 2] for i in range(len(low) - 2)}:
+        h = (code * _GOLDEN) & _MASK64
+        out.append((h >> 32, (h & 0xFFFFFFFF) | 1))
+    return out
+
+
+def bloom_admits(bloom: bytes, probes: list[tuple[int, int]]) -> bool:
+    """False only if some trigram of the needle is certainly absent from the block."""
+    nbits = len(bloom) * 8
+    if nbits == 0:
+        return False  # a block with fewer than 3 bytes of text holds no trigram at all
+    for h1, h2 in probes:
+        for i in range(BLOOM_PROBES):
+            pos = ((h1 + i * h2) & _MASK64) % nbits
+            if not bloom[pos >> 3] & (1 << (pos & 7)):
+                return False
+    return True

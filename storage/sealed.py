@@ -1,0 +1,287 @@
+"""Reading sealed blocks: the rows and counts a scan needs, in the shapes the head's SQL gives.
+
+`SealedBlocks` is made once per scan for its streams and time range. It reads the block
+summaries once, drops the blocks whose summary proves that no row can pass the scan's
+needles and line conditions (the Bloom filter, the backslash flag, the metadata names), and
+then answers `rows(lo, hi)` for each window the scan walks through, decoding a block the
+first time a window touches it and only the lines of the rows that window takes. Windows
+move one way, so a block no longer touched is dropped from the cache.
+
+The count helpers (`sealed_range_counts`, `sealed_totals`, `sealed_at`) give the sealed part of
+what storage/rollups.py's entry counts give for the head; both add up.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+from storage import blocks as B
+
+Row = tuple  # (id, stream_id, ts, line, metadata)
+# (needle, case_insensitive): an AND of ORs of these is what a query's line filters demand
+Needle = tuple[str, bool]
+# ASCII letters whose Unicode case folding reaches outside ASCII (Kelvin sign, long s)
+_FOLD_OUTSIDE_ASCII = frozenset("kKsS")
+
+
+@dataclass
+class Summary:
+    id: int
+    stream_id: int
+    min_ts: int
+    max_ts: int
+    rows: int
+    bytes: int
+    flags: int
+    md_names: frozenset[str]
+
+
+@dataclass
+class Decoded:
+    summary: Summary
+    ts: list[int]
+    ids: list[int]
+    offsets: list[int]           # line i is raw[offsets[i]:offsets[i + 1]]
+    raw: bytes
+    metadata: list[str | None]
+    has_metadata: bool
+    text: str | None = None      # raw decoded once, for ASCII-only blocks
+
+    def lines(self, a: int, b: int) -> list[str]:
+        offs = self.offsets
+        if self.text is not None:
+            t = self.text
+            return [t[offs[i]:offs[i + 1]] for i in range(a, b)]
+        raw = self.raw
+        return [raw[offs[i]:offs[i + 1]].decode("utf-8", "surrogatepass") for i in range(a, b)]
+
+
+def _ids(stream_ids: Sequence[int]) -> str:
+    return json.dumps(list(stream_ids))
+
+
+_SUMMARY_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, md_names{bloom} "
+                "FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
+                "AND max_ts >= ? AND min_ts < ?")
+
+
+def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
+              with_bloom: bool = False) -> list[tuple]:
+    """Summaries of the blocks with rows possibly in [start, end): (Summary, bloom | None)."""
+    if not stream_ids or start >= end:
+        return []
+    sql = _SUMMARY_SQL.format(bloom=", bloom" if with_bloom else "")
+    out = []
+    for r in conn.execute(sql, (_ids(stream_ids), start, end)):
+        s = Summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                    frozenset(r[7].split("\n")) if r[7] else frozenset())
+        out.append((s, r[8] if with_bloom else None))
+    return out
+
+
+def decode(conn: sqlite3.Connection, s: Summary, *, lines: bool = True,
+           lengths_only: bool = False) -> Decoded:
+    cols = "keys, lengths, metadata" + (", lines" if lines else "")
+    row = conn.execute(f"SELECT {cols} FROM blocks WHERE id = ?", (s.id,)).fetchone()
+    ts, ids = B.decode_keys(row[0], s.rows)
+    lengths = B.decode_lengths(row[1])
+    offsets = [0] * (len(lengths) + 1)
+    pos = 0
+    for i, n in enumerate(lengths):
+        pos += n
+        offsets[i + 1] = pos
+    raw = B._decompress(row[3]) if lines else b""
+    text = raw.decode("ascii") if lines and s.flags & B.FLAG_ASCII else None
+    return Decoded(s, ts, ids, offsets, raw, B.decode_metadata(row[2], s.rows), bool(row[2]),
+                   text)
+
+
+# -- which blocks a scan may skip -----------------------------------------------------------
+
+def _probe_clause(clause: Sequence[Needle]) -> list | None:
+    """Bloom probes for each alternative of an OR; None when some alternative cannot be
+    tested (too short, or case-insensitive beyond ASCII), which makes the clause pass."""
+    alts = []
+    for text, ci in clause:
+        if ci and (not text.isascii() or any(c in _FOLD_OUTSIDE_ASCII for c in text)):
+            return None
+        probes = B.trigram_probes(text.encode("utf-8", "surrogatepass"))
+        if probes is None:
+            return None
+        alts.append(probes)
+    return alts or None
+
+
+@dataclass
+class BlockFilter:
+    """What the summaries are checked against: OR-clauses of Bloom probes and the
+    `| parser | name="value"` demands of the scan's line conditions."""
+    clauses: list[list] = field(default_factory=list)
+    label_values: list[tuple[str, list | None]] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, needles: Sequence[Sequence[Needle]], conditions) -> "BlockFilter":
+        f = cls()
+        cnf = [list(c) for c in needles]
+        if conditions is not None:
+            cnf += [list(c) for c in conditions.all_of]
+        for clause in cnf:
+            probes = _probe_clause(clause)
+            if probes is not None:
+                f.clauses.append(probes)
+        if conditions is not None:
+            for name, value in conditions.label_values:
+                f.label_values.append((name, B.trigram_probes(
+                    value.encode("utf-8", "surrogatepass"))))
+        return f
+
+    def admits(self, s: Summary, bloom: bytes | None) -> bool:
+        if bloom is None:
+            return True
+        for alts in self.clauses:
+            if not any(B.bloom_admits(bloom, probes) for probes in alts):
+                return False
+        for name, probes in self.label_values:
+            if probes is None or s.flags & B.FLAG_BACKSLASH or name in s.md_names:
+                continue
+            if not B.bloom_admits(bloom, probes):
+                return False
+        return True
+
+    def __bool__(self) -> bool:
+        return bool(self.clauses or self.label_values)
+
+
+class SealedBlocks:
+    """The sealed rows of some streams in [start, end) that may pass a scan's conditions."""
+
+    def __init__(self, conn: sqlite3.Connection, stream_ids: Sequence[int], start: int,
+                 end: int, *, conditions=None, needles: Sequence[Sequence[Needle]] = ()):
+        self.conn = conn
+        self.keep: Callable[[str, str | None], bool] | None = (
+            conditions.matcher() if conditions is not None else None)
+        bf = BlockFilter.build(needles, conditions)
+        found = summaries(conn, stream_ids, start, end, with_bloom=bool(bf))
+        self.blocks: list[Summary] = []
+        self.skipped: list[Summary] = []
+        for s, bloom in found:
+            (self.blocks if not bf or bf.admits(s, bloom) else self.skipped).append(s)
+        self._cache: dict[int, Decoded] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.blocks)
+
+    def rows(self, lo: int, hi: int, stream_id: int | None = None) -> list[Row]:
+        """Rows with lo <= ts < hi (of one stream, if given) that pass the conditions, in
+        block order (each block's rows sorted by (ts, id)); callers sort across blocks."""
+        out: list[Row] = []
+        touched: set[int] = set()
+        keep = self.keep
+        for s in self.blocks:
+            if s.max_ts < lo or s.min_ts >= hi:
+                continue
+            if stream_id is not None and s.stream_id != stream_id:
+                continue
+            touched.add(s.id)
+            d = self._cache.get(s.id)
+            if d is None:
+                d = self._cache[s.id] = decode(self.conn, s)
+            a, b = bisect_left(d.ts, lo), bisect_left(d.ts, hi)
+            if a >= b:
+                continue
+            sid, ts, ids, md = s.stream_id, d.ts, d.ids, d.metadata
+            lines = d.lines(a, b)
+            if keep is None:
+                out.extend((ids[i], sid, ts[i], lines[i - a], md[i]) for i in range(a, b))
+            else:
+                out.extend((ids[i], sid, ts[i], lines[i - a], md[i]) for i in range(a, b)
+                           if keep(lines[i - a], md[i]))
+        for bid in [b for b in self._cache if b not in touched]:
+            del self._cache[bid]
+        return out
+
+
+# -- counts ----------------------------------------------------------------------------------
+
+def sealed_range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo: int,
+                        hi: int) -> tuple[int, int]:
+    """(lines, bytes) of the sealed rows with lo <= ts < hi."""
+    return _counts_in(conn, [s for s, _ in summaries(conn, stream_ids, lo, hi)], lo, hi)
+
+
+def _counts_in(conn: sqlite3.Connection, found: list[Summary], lo: int,
+               hi: int) -> tuple[int, int]:
+    lines = size = 0
+    for s in found:
+        if s.max_ts < lo or s.min_ts >= hi:
+            continue
+        if lo <= s.min_ts and s.max_ts < hi:
+            lines += s.rows
+            size += s.bytes
+            continue
+        d = decode(conn, s, lines=False)
+        a, b = bisect_left(d.ts, lo), bisect_left(d.ts, hi)
+        lines += b - a
+        size += d.offsets[b] - d.offsets[a]
+    return lines, size
+
+
+def sealed_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],
+                  ranges: Sequence[tuple[int, int]],
+                  with_bytes: bool = True) -> Iterator[tuple[int, str, int, int, int]]:
+    """(stream_id, metadata, range index, lines, bytes) of the sealed rows with
+    lo < ts <= hi per range, like rollups.entry_totals for the head."""
+    if not ranges:
+        return
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    los = [ranges[i][0] for i in order]
+    span_lo = min(los)
+    span_hi = max(h for _, h in ranges)
+    for s, _ in summaries(conn, stream_ids, span_lo + 1, span_hi + 1):
+        d: Decoded | None = None
+        for k in range(bisect_left(los, s.max_ts)):
+            i = order[k]
+            lo, hi = ranges[i]
+            if hi < s.min_ts:
+                continue
+            if d is None:
+                d = decode(conn, s, lines=False)
+            a, b = bisect_right(d.ts, lo), bisect_right(d.ts, hi)
+            yield from _tally(s.stream_id, d, a, b, i, with_bytes)
+
+
+def sealed_at(conn: sqlite3.Connection, stream_ids: Sequence[int],
+              timestamps: Sequence[int],
+              with_bytes: bool = True) -> Iterator[tuple[int, str, int, int, int]]:
+    """(stream_id, metadata, ts, lines, bytes) of the sealed rows at exactly these ts."""
+    if not timestamps:
+        return
+    points = sorted(set(timestamps))
+    for s, _ in summaries(conn, stream_ids, points[0], points[-1] + 1):
+        d: Decoded | None = None
+        for x in points[bisect_left(points, s.min_ts):bisect_right(points, s.max_ts)]:
+            if d is None:
+                d = decode(conn, s, lines=False)
+            a, b = bisect_left(d.ts, x), bisect_right(d.ts, x)
+            yield from _tally(s.stream_id, d, a, b, x, with_bytes)
+
+
+def _tally(sid: int, d: Decoded, a: int, b: int, key: int,
+           with_bytes: bool) -> Iterator[tuple[int, str, int, int, int]]:
+    if a >= b:
+        return
+    offs = d.offsets
+    if not d.has_metadata:
+        yield sid, "", key, b - a, (offs[b] - offs[a]) if with_bytes else 0
+        return
+    groups: dict[str, list[int]] = {}
+    for i in range(a, b):
+        g = groups.setdefault(d.metadata[i] or "", [0, 0])
+        g[0] += 1
+        g[1] += offs[i + 1] - offs[i]
+    for md, (n, size) in groups.items():
+        yield sid, md, key, n, size if with_bytes else 0

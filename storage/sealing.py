@@ -1,0 +1,137 @@
+"""Moving head rows into sealed blocks, and what the push path needs to know about blocks.
+
+The sealer (services/sealer.py) calls, on a reader connection:
+
+    sealable_groups(conn, now, window, grace, max_rows)  which (stream, window) groups to seal
+    head_rows(conn, stream, lo, hi, limit)               their rows, oldest first
+
+encodes them (storage/blocks.py) outside any transaction, and then, through the writer:
+
+    store_block(conn, stream, block, entry_ids)
+
+which inserts the block and deletes exactly those rows from the head in one transaction.
+If a row is gone by then (nothing deletes head rows today, retention will) the block is not
+stored and the sealer reads the group again: a line is never in both places and never in
+neither.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import Sequence
+
+from storage import blocks as B
+
+# a group of the head this large is sealed even if its window is still open
+DEFAULT_MAX_ROWS = 20_000
+
+
+class HeadChanged(RuntimeError):
+    """The rows a block was built from are no longer all in the head."""
+
+
+@dataclass(frozen=True)
+class Group:
+    stream_id: int
+    lo: int          # window start, ns
+    hi: int          # window end, ns
+    rows: int
+
+
+def sealable_groups(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace_ns: int,
+                    max_rows: int = DEFAULT_MAX_ROWS, everything: bool = False) -> list[Group]:
+    """Head groups per stream and window that are due: the window ended at least `grace_ns`
+    ago (late lines for it are unlikely), or the group holds `max_rows` rows already, or
+    `everything` (a flush). Oldest windows first."""
+    groups = []
+    cutoff = now_ns - grace_ns
+    for sid, lo, n in conn.execute(
+            "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1 AS win, count(*) FROM entries "
+            "GROUP BY 1, 2 ORDER BY 2, 1", (window_ns,)):
+        if everything or lo + window_ns <= cutoff or n >= max_rows:
+            groups.append(Group(sid, lo, lo + window_ns, n))
+    return groups
+
+
+def head_rows(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int,
+              limit: int) -> list[tuple[int, int, str, str | None]]:
+    """(id, ts, line, metadata) of one stream's head rows with lo <= ts < hi, oldest first."""
+    return conn.execute(
+        "SELECT id, ts, line, metadata FROM entries WHERE stream_id = ? AND ts >= ? AND ts < ? "
+        "ORDER BY ts, id LIMIT ?", (stream_id, lo, hi, limit)).fetchall()
+
+
+def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,
+                entry_ids: Sequence[int]) -> int:
+    """Insert the block and delete its rows from the head (writer, inside a transaction);
+    return the block id. Raises HeadChanged, leaving nothing changed, if a row is missing."""
+    cur = conn.execute(
+        "DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?)) AND stream_id = ?",
+        (json.dumps(list(entry_ids)), stream_id))
+    if cur.rowcount != len(entry_ids):
+        raise HeadChanged(f"{len(entry_ids) - cur.rowcount} of the block's rows left the head")
+    b = block
+    block_id = conn.execute(
+        "INSERT INTO blocks (stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, flags, "
+        "md_names, bloom, keys, lengths, metadata, lines) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (stream_id, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
+         b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)).lastrowid
+    conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1", (b.max_id,))
+    return block_id
+
+
+def reclaim_space(conn: sqlite3.Connection, min_free_pages: int = 2048) -> int:
+    """Give the pages sealing freed back to the file system once there are many (writer;
+    needs auto_vacuum=INCREMENTAL, which new databases get). Returns the pages freed."""
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    if free < min_free_pages or conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+        return 0
+    conn.execute("PRAGMA incremental_vacuum")
+    return free
+
+
+# -- what the push path and the status pages need ---------------------------------------------
+
+def sealed_max_id(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT max_id FROM seal_state WHERE id = 1").fetchone()[0]
+
+
+def sealed_horizon(conn: sqlite3.Connection, stream_id: int) -> int | None:
+    """The newest timestamp any sealed block of the stream holds (None: nothing sealed)."""
+    row = conn.execute("SELECT max_ts FROM blocks WHERE stream_id = ? ORDER BY max_ts DESC "
+                       "LIMIT 1", (stream_id,)).fetchone()
+    return row[0] if row else None
+
+
+def sealed_duplicates(conn: sqlite3.Connection, stream_id: int,
+                      rows: Sequence[tuple[int, int, str, str | None]]) -> set[int]:
+    """Indexes into `rows` ((ts, hash, line, metadata) as the ingester prepares them) of the
+    rows a sealed block of the stream already holds: same timestamp, line and metadata."""
+    stamps = sorted({r[0] for r in rows})
+    if not stamps:
+        return set()
+    held: set[tuple[int, str, str | None]] = set()
+    for r in conn.execute(
+            "SELECT id, rows, flags, keys, lengths, metadata, lines FROM blocks "
+            "WHERE stream_id = ? AND max_ts >= ? AND min_ts <= ?",
+            (stream_id, stamps[0], stamps[-1])):
+        ts, _ = B.decode_keys(r[3], r[1])
+        hits = [i for x in stamps for i in range(bisect_left(ts, x), bisect_right(ts, x))]
+        if not hits:
+            continue
+        lines = B.decode_lines(r[6], B.decode_lengths(r[4]), bool(r[2] & B.FLAG_ASCII))
+        mds = B.decode_metadata(r[5], r[1])
+        held.update((ts[i], lines[i], mds[i]) for i in hits)
+    return {i for i, r in enumerate(rows) if (r[0], r[2], r[3]) in held}
+
+
+def status(conn: sqlite3.Connection) -> dict[str, int]:
+    head = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    blocks, rows, size = conn.execute(
+        "SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(bytes), 0) FROM blocks"
+    ).fetchone()
+    return {"head_rows": head, "blocks": blocks, "sealed_rows": rows, "sealed_bytes": size}
