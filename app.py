@@ -176,10 +176,36 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(cfg.data_dir, exist_ok=True)
         conn = connect(os.path.join(cfg.data_dir, DB_FILENAME), synchronous=cfg.storage.synchronous)
         applied = migrate(conn)
+        print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"),
+              flush=True)
+        seal_backlog(conn, cfg)
         conn.close()
-        print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
         return 0
     return serve(cfg, getattr(args, "config", None))
+
+
+def seal_backlog(conn: Any, cfg: Config) -> None:
+    """`logstore migrate`: seal every head group that is due, printing progress, then make
+    sure the file can give freed pages back (a database from before sealing cannot yet)."""
+    from storage import sealing
+
+    st = cfg.storage
+    groups = sealing.sealable_groups(conn, time.time_ns(), st.block_window,
+                                     st.seal_grace_period, st.block_max_rows)
+    total = sum(g.rows for g in groups)
+    if total:
+        print(f"sealing {total} head rows into blocks", flush=True)
+        last = [time.monotonic()]
+
+        def progress(done: int) -> None:
+            if time.monotonic() - last[0] >= 5 or done == total:
+                last[0] = time.monotonic()
+                print(f"sealed {done} of {total} rows ({100 * done // total}%)", flush=True)
+
+        sealing.seal_now(conn, groups, st.block_max_rows, progress)
+    if sealing.make_reclaimable(conn):
+        print("vacuumed: freed pages now go back to the file system", flush=True)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def serve(cfg: Config, config_path: str | None) -> int:

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from ingest import free_port, start_server  # noqa: E402
+from background import wait_for_background  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
 SEL = '{env="bench"}'
@@ -55,25 +56,6 @@ def time_range(db: Path) -> tuple[int, int]:
     finally:
         conn.close()
     return lo, hi
-
-
-def wait_for_indexer(db: Path, limit_s: float = 600) -> None:
-    """The FTS indexer folds un-indexed rows in the background after start; timing queries
-    while it competes for the CPU would measure the indexer."""
-    sys.path.insert(0, str(ROOT))
-    from storage import fts
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            pending = fts.index_status(conn)["pending"]
-        except sqlite3.Error:
-            return            # no index in this database
-        finally:
-            conn.close()
-        if pending == 0:
-            return
-        time.sleep(1)
 
 
 def run_query(port: int, query: str, start: int, end: int, step) -> tuple[float, dict]:
@@ -108,7 +90,7 @@ def main() -> None:
     proc = start_server(data_dir, port)
     rows = []
     try:
-        wait_for_indexer(data_dir / "logstore.db")
+        wait_for_background(data_dir / "logstore.db")
         for name, query, step in QUERIES:
             run_query(port, query, start, end, step)          # warm-up
             times = []

@@ -8,7 +8,7 @@ Every query in QUERIES runs once to warm up, then `--runs` times; the report giv
 wall time seen by the client, the server's own `execTime`, what the stats say was read
 (`totalLinesProcessed`) and, for the rows marked full-scan, lines processed per second.
 The range is the whole data set (its oldest to its newest entry). The server is started on
-the kept data directory and the FTS indexer is given time to catch up first.
+the kept data directory and the sealer is given time to catch up first.
 
 To add a row, append to QUERIES: `name`, `query`, and for log queries `limit`; metric
 queries set `kind="metric"` and optionally `step` (the range is the same).
@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from background import data_range, wait_for_background  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
 QUERIES: list[dict] = [
@@ -82,36 +83,6 @@ Where the time goes:
 - `regex filter, limit 100`: the regex's literals narrow in SQLite and through the index; most
   of the remaining time is the FTS candidate list (about 14 k ids) and RE2 per candidate.
 """
-
-
-def data_range(db_path: Path) -> tuple[int, int]:
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    try:
-        lo, hi = conn.execute("SELECT min(ts), max(ts) FROM entries").fetchone()
-    finally:
-        conn.close()
-    return lo, hi + 1
-
-
-def wait_for_index(db_path: Path, timeout: float = 600) -> int:
-    """Poll the FTS high-water mark until every entry is indexed; rows left (0 = caught up)."""
-    deadline = time.monotonic() + timeout
-    pending = -1
-    while time.monotonic() < deadline:
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-        try:
-            try:
-                hw = conn.execute("SELECT indexed_through FROM fts_state").fetchone()[0]
-            except sqlite3.OperationalError:
-                return -1  # no FTS index in this build
-            pending = conn.execute("SELECT count(*) FROM entries WHERE id > ?",
-                                   (hw,)).fetchone()[0]
-        finally:
-            conn.close()
-        if pending == 0:
-            return 0
-        time.sleep(1)  # polling the indexer's progress, not synchronising on time
-    return pending
 
 
 def run_query(port: int, spec: dict, start: int, end: int) -> tuple[float, dict]:
@@ -198,22 +169,22 @@ def main() -> None:
     port = ingest.free_port()
     proc = ingest.start_server(data_dir, port)
     try:
-        pending = wait_for_index(db_path)
+        pending = wait_for_background(db_path)
         rows = [measure(port, spec, start, end, args.runs) for spec in specs]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
     entries = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True).execute(
-        "SELECT count(*) FROM entries").fetchone()[0]
+        "SELECT (SELECT count(*) FROM entries) + "
+        "(SELECT coalesce(sum(rows), 0) FROM blocks)").fetchone()[0]
     headers = ["query", "LogQL", "limit", "median ms (client)", "median execTime ms",
                "lines processed", "entries returned", "lines/s (full scans)"]
     text = table(headers, rows)
     print(text)
     if args.no_report:
         return
-    index_note = ("FTS index caught up before measuring" if pending == 0 else
-                  "no FTS index in this build" if pending < 0 else
-                  f"FTS index still {pending:,} rows behind when measuring")
+    index_note = ("sealer caught up before measuring (the last hour in the head)"
+                  if pending == 0 else f"sealer still {pending:,} rows behind when measuring")
     body = (f"Command: `.venv/bin/python bench/query.py --dir DIR --runs {args.runs}` after "
             f"`bench/ingest.py --lines 1000000 --keep DIR`\n\n"
             f"Machine: {machine()}; client and server share it. Data: {entries:,} entries, "

@@ -15,6 +15,7 @@ CREATE TABLE blocks (
     min_id    INTEGER NOT NULL,     -- entry ids the rows had in the head
     max_id    INTEGER NOT NULL,
     flags     INTEGER NOT NULL,     -- 1: a line has a backslash; 2: every line is ASCII
+    aligned   INTEGER NOT NULL,     -- rows whose ts is a whole minute (rollup window edges)
     md_names  TEXT    NOT NULL,     -- structured-metadata names present, newline-separated
     bloom     BLOB    NOT NULL,     -- trigram Bloom filter of the lines
     keys      BLOB    NOT NULL,     -- zstd: int64 ts deltas, then int64 id deltas

@@ -19,6 +19,8 @@ import logging
 import time
 from typing import Any, Callable
 
+from prometheus_client.core import CounterMetricFamily
+
 from storage import blocks, sealing
 
 log = logging.getLogger("logstore.sealer")
@@ -160,6 +162,19 @@ class Sealer:
                 "last_error": self.failure}
 
 
+class _SealerCollector:
+    def __init__(self, sealer: Sealer):
+        self.sealer = sealer
+
+    def collect(self):
+        yield CounterMetricFamily("logstore_sealer_blocks_written",
+                                  "Blocks the sealer wrote since start.",
+                                  value=self.sealer.blocks_written)
+        yield CounterMetricFamily("logstore_sealer_rows_sealed",
+                                  "Head rows the sealer moved into blocks since start.",
+                                  value=self.sealer.rows_sealed)
+
+
 def register(ctx: Any) -> Sealer:
     """Create the sealer, subscribe it to pushes and hook it into the app's lifespan."""
     from services.ingester import add_written_listener
@@ -169,6 +184,7 @@ def register(ctx: Any) -> Sealer:
                     max_rows=cfg.block_max_rows, enabled=cfg.sealing_enabled)
     ctx.extras["sealer"] = sealer
     add_written_listener(ctx.ingester, sealer.notify)
+    ctx.metrics.registry.register(_SealerCollector(sealer))
 
     async def on_start(_ctx: Any) -> None:
         await sealer.start()

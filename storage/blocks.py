@@ -34,6 +34,7 @@ BLOOM_PROBES = 5
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
 
+MINUTE_NS = 60 * 10**9
 FLAG_BACKSLASH = 1
 FLAG_ASCII = 2
 
@@ -51,6 +52,7 @@ class EncodedBlock:
     min_id: int
     max_id: int
     flags: int
+    aligned: int      # rows whose timestamp is a whole minute (window edges of the rollups)
     md_names: str
     bloom: bytes
     keys: bytes
@@ -91,6 +93,7 @@ def encode(rows: Sequence[tuple[int, int, str, str | None]]) -> EncodedBlock:
     return EncodedBlock(
         min_ts=int(ts[0]), max_ts=int(ts[-1]), rows=len(rows), bytes=len(body),
         min_id=int(ids.min()), max_id=int(ids.max()), flags=flags,
+        aligned=int(np.count_nonzero(ts % MINUTE_NS == 0)),
         md_names="\n".join(sorted(names)), bloom=build_bloom(body),
         keys=_compressor.compress(keys.tobytes()),
         lengths=_compressor.compress(lengths.tobytes()), metadata=md_column,
@@ -120,6 +123,14 @@ def decode_keys(data: bytes, rows: int) -> tuple[list[int], list[int]]:
 
 def decode_lengths(data: bytes) -> list[int]:
     return np.frombuffer(_decompress(data), dtype=np.uint32).tolist()
+
+
+def decode_ts_offsets(keys: bytes, lengths: bytes, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(timestamps, line byte offsets with a leading 0) as arrays, for counting."""
+    ts = np.cumsum(np.frombuffer(_decompress(keys), dtype=np.int64, count=rows))
+    offsets = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(np.frombuffer(_decompress(lengths), dtype=np.uint32), out=offsets[1:])
+    return ts, offsets
 
 
 def decode_metadata(data: bytes, rows: int) -> list[str | None]:

@@ -17,7 +17,10 @@ import json
 import sqlite3
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Callable, Iterator, Sequence
+
+import numpy as np
 
 from storage import blocks as B
 
@@ -37,6 +40,7 @@ class Summary:
     rows: int
     bytes: int
     flags: int
+    aligned: int
     md_names: frozenset[str]
 
 
@@ -51,20 +55,48 @@ class Decoded:
     has_metadata: bool
     text: str | None = None      # raw decoded once, for ASCII-only blocks
 
+    lower: bytes | None = None   # raw with ASCII letters lower-cased, made when first asked
+
     def lines(self, a: int, b: int) -> list[str]:
         offs = self.offsets
         if self.text is not None:
-            t = self.text
-            return [t[offs[i]:offs[i + 1]] for i in range(a, b)]
+            return list(map(self.text.__getitem__, map(slice, offs[a:b], offs[a + 1:b + 1])))
         raw = self.raw
         return [raw[offs[i]:offs[i + 1]].decode("utf-8", "surrogatepass") for i in range(a, b)]
+
+    def line(self, i: int) -> str:
+        if self.text is not None:
+            return self.text[self.offsets[i]:self.offsets[i + 1]]
+        return self.raw[self.offsets[i]:self.offsets[i + 1]].decode("utf-8", "surrogatepass")
+
+    def lines_containing(self, needles: list[tuple[bytes, bool]], a: int, b: int) -> list[int]:
+        """Indexes in [a, b) of the lines holding one of the needles (`(bytes, ci)`; ci
+        needles are lower-case ASCII), found by searching the block's bytes, not line by
+        line: a rare needle costs a few `find` calls per block."""
+        offs = self.offsets
+        end = offs[b]
+        found: set[int] = set()
+        for needle, ci in needles:
+            if ci and self.lower is None:
+                self.lower = self.raw.lower()
+            hay = self.lower if ci else self.raw
+            n = len(needle)
+            pos = hay.find(needle, offs[a], end)
+            while pos != -1:
+                i = bisect_right(offs, pos) - 1
+                if pos + n <= offs[i + 1]:
+                    found.add(i)
+                    pos = hay.find(needle, offs[i + 1], end)
+                else:  # the match runs into the next line: not a match in line i
+                    pos = hay.find(needle, pos + 1, end)
+        return sorted(found)
 
 
 def _ids(stream_ids: Sequence[int]) -> str:
     return json.dumps(list(stream_ids))
 
 
-_SUMMARY_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, md_names{bloom} "
+_SUMMARY_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, aligned, md_names{bloom} "
                 "FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
                 "AND max_ts >= ? AND min_ts < ?")
 
@@ -77,27 +109,37 @@ def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, e
     sql = _SUMMARY_SQL.format(bloom=", bloom" if with_bloom else "")
     out = []
     for r in conn.execute(sql, (_ids(stream_ids), start, end)):
-        s = Summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6],
-                    frozenset(r[7].split("\n")) if r[7] else frozenset())
-        out.append((s, r[8] if with_bloom else None))
+        s = Summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                    frozenset(r[8].split("\n")) if r[8] else frozenset())
+        out.append((s, r[9] if with_bloom else None))
     return out
 
 
-def decode(conn: sqlite3.Connection, s: Summary, *, lines: bool = True,
-           lengths_only: bool = False) -> Decoded:
-    cols = "keys, lengths, metadata" + (", lines" if lines else "")
-    row = conn.execute(f"SELECT {cols} FROM blocks WHERE id = ?", (s.id,)).fetchone()
+def decode(conn: sqlite3.Connection, s: Summary) -> Decoded:
+    """Everything of a block, for reading rows."""
+    row = conn.execute("SELECT keys, lengths, metadata, lines FROM blocks WHERE id = ?",
+                       (s.id,)).fetchone()
     ts, ids = B.decode_keys(row[0], s.rows)
-    lengths = B.decode_lengths(row[1])
-    offsets = [0] * (len(lengths) + 1)
-    pos = 0
-    for i, n in enumerate(lengths):
-        pos += n
-        offsets[i + 1] = pos
-    raw = B._decompress(row[3]) if lines else b""
-    text = raw.decode("ascii") if lines and s.flags & B.FLAG_ASCII else None
-    return Decoded(s, ts, ids, offsets, raw, B.decode_metadata(row[2], s.rows), bool(row[2]),
-                   text)
+    _, offsets = B.decode_ts_offsets(row[0], row[1], s.rows)
+    raw = B._decompress(row[3])
+    text = raw.decode("ascii") if s.flags & B.FLAG_ASCII else None
+    return Decoded(s, ts, ids, offsets.tolist(), raw, B.decode_metadata(row[2], s.rows),
+                   bool(row[2]), text)
+
+
+@dataclass
+class Counts:
+    """What counting needs of a block: timestamps, line byte offsets, metadata (or None)."""
+    ts: np.ndarray
+    offsets: np.ndarray
+    metadata: list[str | None] | None
+
+
+def decode_counts(conn: sqlite3.Connection, s: Summary) -> Counts:
+    row = conn.execute("SELECT keys, lengths, metadata FROM blocks WHERE id = ?",
+                       (s.id,)).fetchone()
+    ts, offsets = B.decode_ts_offsets(row[0], row[1], s.rows)
+    return Counts(ts, offsets, B.decode_metadata(row[2], s.rows) if row[2] else None)
 
 
 # -- which blocks a scan may skip -----------------------------------------------------------
@@ -156,6 +198,25 @@ class BlockFilter:
         return bool(self.clauses or self.label_values)
 
 
+def _searchable_clause(conditions) -> list[tuple[bytes, bool]] | None:
+    """The first OR-clause of the conditions that a byte search can answer: a line passes
+    only if it holds one of these (`(bytes, ci)`), so only such lines need decoding."""
+    if conditions is None:
+        return None
+    for clause in conditions.all_of:
+        alts = []
+        for text, ci in clause:
+            if not text or (ci and (not text.isascii()
+                                    or any(c in _FOLD_OUTSIDE_ASCII for c in text))):
+                alts = []
+                break
+            alts.append((text.lower().encode() if ci else
+                         text.encode("utf-8", "surrogatepass"), ci))
+        if alts:
+            return alts
+    return None
+
+
 class SealedBlocks:
     """The sealed rows of some streams in [start, end) that may pass a scan's conditions."""
 
@@ -171,6 +232,7 @@ class SealedBlocks:
         for s, bloom in found:
             (self.blocks if not bf or bf.admits(s, bloom) else self.skipped).append(s)
         self._cache: dict[int, Decoded] = {}
+        self.search = _searchable_clause(conditions)
 
     def __bool__(self) -> bool:
         return bool(self.blocks)
@@ -180,7 +242,7 @@ class SealedBlocks:
         block order (each block's rows sorted by (ts, id)); callers sort across blocks."""
         out: list[Row] = []
         touched: set[int] = set()
-        keep = self.keep
+        keep, needles = self.keep, self.search
         for s in self.blocks:
             if s.max_ts < lo or s.min_ts >= hi:
                 continue
@@ -194,12 +256,17 @@ class SealedBlocks:
             if a >= b:
                 continue
             sid, ts, ids, md = s.stream_id, d.ts, d.ids, d.metadata
-            lines = d.lines(a, b)
+            if needles:
+                for i in d.lines_containing(needles, a, b):
+                    line = d.line(i)
+                    if keep is None or keep(line, md[i]):
+                        out.append((ids[i], sid, ts[i], line, md[i]))
+                continue
+            rows = zip(ids[a:b], repeat(sid, b - a), ts[a:b], d.lines(a, b), md[a:b])
             if keep is None:
-                out.extend((ids[i], sid, ts[i], lines[i - a], md[i]) for i in range(a, b))
+                out.extend(rows)
             else:
-                out.extend((ids[i], sid, ts[i], lines[i - a], md[i]) for i in range(a, b)
-                           if keep(lines[i - a], md[i]))
+                out.extend(r for r in rows if keep(r[3], r[4]))
         for bid in [b for b in self._cache if b not in touched]:
             del self._cache[bid]
         return out
@@ -210,23 +277,16 @@ class SealedBlocks:
 def sealed_range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo: int,
                         hi: int) -> tuple[int, int]:
     """(lines, bytes) of the sealed rows with lo <= ts < hi."""
-    return _counts_in(conn, [s for s, _ in summaries(conn, stream_ids, lo, hi)], lo, hi)
-
-
-def _counts_in(conn: sqlite3.Connection, found: list[Summary], lo: int,
-               hi: int) -> tuple[int, int]:
     lines = size = 0
-    for s in found:
-        if s.max_ts < lo or s.min_ts >= hi:
-            continue
+    for s, _ in summaries(conn, stream_ids, lo, hi):
         if lo <= s.min_ts and s.max_ts < hi:
             lines += s.rows
             size += s.bytes
             continue
-        d = decode(conn, s, lines=False)
-        a, b = bisect_left(d.ts, lo), bisect_left(d.ts, hi)
+        c = decode_counts(conn, s)
+        a, b = np.searchsorted(c.ts, [lo, hi], side="left").tolist()
         lines += b - a
-        size += d.offsets[b] - d.offsets[a]
+        size += int(c.offsets[b] - c.offsets[a])
     return lines, size
 
 
@@ -242,16 +302,15 @@ def sealed_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],
     span_lo = min(los)
     span_hi = max(h for _, h in ranges)
     for s, _ in summaries(conn, stream_ids, span_lo + 1, span_hi + 1):
-        d: Decoded | None = None
-        for k in range(bisect_left(los, s.max_ts)):
-            i = order[k]
-            lo, hi = ranges[i]
-            if hi < s.min_ts:
-                continue
-            if d is None:
-                d = decode(conn, s, lines=False)
-            a, b = bisect_right(d.ts, lo), bisect_right(d.ts, hi)
-            yield from _tally(s.stream_id, d, a, b, i, with_bytes)
+        picked = [order[k] for k in range(bisect_left(los, s.max_ts))
+                  if ranges[order[k]][1] >= s.min_ts]
+        if not picked:
+            continue
+        c = decode_counts(conn, s)
+        a = np.searchsorted(c.ts, [ranges[i][0] for i in picked], side="right").tolist()
+        b = np.searchsorted(c.ts, [ranges[i][1] for i in picked], side="right").tolist()
+        for i, x, y in zip(picked, a, b):
+            yield from _tally(s.stream_id, c, x, y, i, with_bytes)
 
 
 def sealed_at(conn: sqlite3.Connection, stream_ids: Sequence[int],
@@ -261,27 +320,34 @@ def sealed_at(conn: sqlite3.Connection, stream_ids: Sequence[int],
     if not timestamps:
         return
     points = sorted(set(timestamps))
+    # the rollups ask for whole minutes: a block without a row on one has nothing to give
+    whole_minutes = all(x % B.MINUTE_NS == 0 for x in points)
     for s, _ in summaries(conn, stream_ids, points[0], points[-1] + 1):
-        d: Decoded | None = None
-        for x in points[bisect_left(points, s.min_ts):bisect_right(points, s.max_ts)]:
-            if d is None:
-                d = decode(conn, s, lines=False)
-            a, b = bisect_left(d.ts, x), bisect_right(d.ts, x)
-            yield from _tally(s.stream_id, d, a, b, x, with_bytes)
+        if whole_minutes and not s.aligned:
+            continue
+        inside = points[bisect_left(points, s.min_ts):bisect_right(points, s.max_ts)]
+        if not inside:
+            continue
+        c = decode_counts(conn, s)
+        a = np.searchsorted(c.ts, inside, side="left").tolist()
+        b = np.searchsorted(c.ts, inside, side="right").tolist()
+        for x, lo, hi in zip(inside, a, b):
+            yield from _tally(s.stream_id, c, lo, hi, x, with_bytes)
 
 
-def _tally(sid: int, d: Decoded, a: int, b: int, key: int,
+def _tally(sid: int, c: Counts, a: int, b: int, key: int,
            with_bytes: bool) -> Iterator[tuple[int, str, int, int, int]]:
     if a >= b:
         return
-    offs = d.offsets
-    if not d.has_metadata:
-        yield sid, "", key, b - a, (offs[b] - offs[a]) if with_bytes else 0
+    offs = c.offsets
+    if c.metadata is None:
+        yield sid, "", key, b - a, int(offs[b] - offs[a]) if with_bytes else 0
         return
     groups: dict[str, list[int]] = {}
-    for i in range(a, b):
-        g = groups.setdefault(d.metadata[i] or "", [0, 0])
+    sizes = np.diff(offs[a:b + 1]).tolist()
+    for md, size in zip(c.metadata[a:b], sizes):
+        g = groups.setdefault(md or "", [0, 0])
         g[0] += 1
-        g[1] += offs[i + 1] - offs[i]
+        g[1] += size
     for md, (n, size) in groups.items():
         yield sid, md, key, n, size if with_bytes else 0

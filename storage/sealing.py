@@ -76,10 +76,10 @@ def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,
     b = block
     block_id = conn.execute(
         "INSERT INTO blocks (stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, flags, "
-        "md_names, bloom, keys, lengths, metadata, lines) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "aligned, md_names, bloom, keys, lengths, metadata, lines) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (stream_id, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
-         b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)).lastrowid
+         b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)).lastrowid
     conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1", (b.max_id,))
     return block_id
 
@@ -92,6 +92,39 @@ def reclaim_space(conn: sqlite3.Connection, min_free_pages: int = 2048) -> int:
         return 0
     conn.execute("PRAGMA incremental_vacuum")
     return free
+
+
+def seal_now(conn: sqlite3.Connection, groups: Sequence[Group], max_rows: int,
+             on_block=None) -> int:
+    """Seal the groups on this connection, one transaction per block, outside the service:
+    `logstore migrate` and tests. `on_block(rows_so_far)` after each. Returns rows sealed."""
+    sealed = 0
+    for g in groups:
+        while True:
+            rows = head_rows(conn, g.stream_id, g.lo, g.hi, max_rows)
+            if not rows:
+                break
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                store_block(conn, g.stream_id, B.encode(rows), [r[0] for r in rows])
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            sealed += len(rows)
+            if on_block is not None:
+                on_block(sealed)
+    return sealed
+
+
+def make_reclaimable(conn: sqlite3.Connection) -> bool:
+    """Switch a database made before sealing to incremental auto-vacuum (one VACUUM, which
+    also returns every free page now); False if it already was."""
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+        return False
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.execute("VACUUM")
+    return True
 
 
 # -- what the push path and the status pages need ---------------------------------------------

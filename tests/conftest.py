@@ -24,9 +24,22 @@ import config as config_module  # noqa: E402
 from app import create_app  # noqa: E402
 
 
+# LOGSTORE_TEST_SEALING=eager runs the suite with the sealer moving every line into small
+# blocks as soon as its minute is over, while the tests push and query: every answer must be
+# the same as with the lines in the head (`make test` runs the query tests both ways).
+EAGER_SEALING = {"block_window": "1m", "seal_grace_period": "0s", "block_max_rows": 50}
+
+
+def _with_test_storage(extra: dict | None) -> dict:
+    extra = dict(extra or {})
+    if os.environ.get("LOGSTORE_TEST_SEALING") == "eager":
+        extra["storage"] = {**EAGER_SEALING, **extra.get("storage", {})}
+    return extra
+
+
 def make_config(data_dir: Path, extra: dict | None = None) -> config_module.Config:
     data: dict[str, Any] = {"common": {"path_prefix": str(data_dir)}}
-    for section, values in (extra or {}).items():
+    for section, values in _with_test_storage(extra).items():
         if isinstance(values, dict):
             data.setdefault(section, {}).update(values)
         else:
@@ -69,7 +82,7 @@ class LogstoreServer:
         self.data_dir = data_dir
         self.config_path = data_dir.parent / f"{data_dir.name}-config.yaml"
         cfg = {"common": {"path_prefix": str(data_dir)}}
-        for section, values in (extra or {}).items():
+        for section, values in _with_test_storage(extra).items():
             if isinstance(values, dict):
                 cfg.setdefault(section, {}).update(values)
             else:

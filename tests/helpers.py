@@ -21,12 +21,14 @@ def push_body(stream: dict, values: list) -> bytes:
 def stored(db_path: str) -> list[tuple[str, int, str, dict | None]]:
     """(tenant, labels, ts, line, metadata) of every stored entry, in the head or sealed,
     read from the SQLite file in (ts, id) order."""
-    conn = sqlite3.connect(db_path)
+    conn = sqlite3.connect(db_path, isolation_level=None)
     try:
+        conn.execute("BEGIN")  # one snapshot: a sealer may move rows between the two reads
         rows = conn.execute(
             "SELECT e.id, s.tenant, s.labels, e.ts, e.line, e.metadata FROM entries e "
             "JOIN streams s ON s.id = e.stream_id").fetchall()
         rows += sealed_rows(conn)
+        conn.execute("COMMIT")
     finally:
         conn.close()
     rows.sort(key=lambda r: (r[3], r[0]))
@@ -52,23 +54,13 @@ def sealed_rows(conn: sqlite3.Connection) -> list[tuple]:
 
 def seal(conn: sqlite3.Connection, *, max_rows: int = 100_000, window_ns: int = 3600 * 10**9,
          keep=lambda group: True) -> int:
-    """Seal the head's groups (all, or those `keep` accepts) the way the sealer does, on a
-    connection of the test's own; return the blocks written."""
-    from storage import blocks, sealing
+    """Seal the head's groups (all, or those `keep` accepts) on a connection of the test's
+    own; return the rows sealed."""
+    from storage import sealing
 
-    written = 0
-    for g in sealing.sealable_groups(conn, 0, window_ns, 0, everything=True):
-        if not keep(g):
-            continue
-        while True:
-            rows = sealing.head_rows(conn, g.stream_id, g.lo, g.hi, max_rows)
-            if not rows:
-                break
-            conn.execute("BEGIN IMMEDIATE")
-            sealing.store_block(conn, g.stream_id, blocks.encode(rows), [r[0] for r in rows])
-            conn.execute("COMMIT")
-            written += 1
-    return written
+    groups = [g for g in sealing.sealable_groups(conn, 0, window_ns, 0, everything=True)
+              if keep(g)]
+    return sealing.seal_now(conn, groups, max_rows)
 
 
 def db_path(client) -> str:

@@ -1,0 +1,155 @@
+"""Sealed blocks as storage sees them: what goes in comes out, and the summary only ever rules
+out a block that cannot hold a match."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from storage import blocks as B
+from storage.db import migrate
+from storage.scan import LineConditions
+from storage.sealed import BlockFilter, SealedBlocks, Summary, sealed_at, sealed_range_counts, \
+    sealed_totals
+
+T = 1_700_000_000 * 10**9
+
+lines_st = st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
+                    min_size=1, max_size=30)
+
+
+def rows_of(lines: list[str], metadata=None) -> list[tuple[int, int, str, str | None]]:
+    return [(100 + i, T + (i // 2) * 1000, line, metadata(i) if metadata else None)
+            for i, line in enumerate(lines)]
+
+
+@given(lines_st, st.booleans())
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_encode_decode_round_trip(lines, with_metadata):
+    md = (lambda i: None if i % 3 == 0 else json.dumps({"k": str(i)}, separators=(",", ":"))) \
+        if with_metadata else None
+    rows = rows_of(lines, md)
+    b = B.encode(list(reversed(rows)))  # any order in, (ts, id) order out
+    ts, ids = B.decode_keys(b.keys, b.rows)
+    lengths = B.decode_lengths(b.lengths)
+    got = list(zip(ids, ts, B.decode_lines(b.lines, lengths, bool(b.flags & B.FLAG_ASCII)),
+                   B.decode_metadata(b.metadata, b.rows)))
+    assert got == sorted(rows, key=lambda r: (r[1], r[0]))
+    assert (b.min_ts, b.max_ts, b.min_id, b.max_id) == (rows[0][1], rows[-1][1], 100,
+                                                       100 + len(rows) - 1)
+    assert b.bytes == sum(len(l.encode()) for l in lines) == sum(lengths)
+    assert b.md_names == ("k" if with_metadata and len(lines) > 1 else "")
+
+
+def test_nul_newline_and_non_ascii_survive():
+    lines = ["a\x00b", "two\nlines", "caf\u00e9 \U0001F600", "", "\\escaped"]
+    b = B.encode(rows_of(lines))
+    assert not b.flags & B.FLAG_ASCII and b.flags & B.FLAG_BACKSLASH
+    out = B.decode_lines(b.lines, B.decode_lengths(b.lengths), False)
+    assert out == lines
+
+
+@given(lines_st, st.data())
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_bloom_admits_every_substring_of_every_line(lines, data):
+    b = B.encode(rows_of(lines))
+    line = data.draw(st.sampled_from(lines))
+    raw = line.encode("utf-8")
+    if len(raw) < 3:
+        return
+    i = data.draw(st.integers(0, len(raw) - 3))
+    j = data.draw(st.integers(i + 3, len(raw)))
+    probes = B.trigram_probes(raw[i:j])
+    assert probes is not None and B.bloom_admits(b.bloom, probes)
+    # and any ASCII case of it
+    assert B.bloom_admits(b.bloom, B.trigram_probes(raw[i:j].upper()))
+
+
+def test_bloom_rules_out_absent_needles():
+    lines = [f"GET /api/v1/items/{i} 200 {i * 7}ms" for i in range(2000)]
+    b = B.encode(rows_of(lines))
+    assert len(b.bloom) < sum(map(len, lines)) // 10
+    misses = sum(B.bloom_admits(b.bloom, B.trigram_probes(f"needle-{k:05x}".encode()))
+                 for k in range(1000))
+    assert misses <= 20  # about 1 % false positives per trigram, many trigrams per needle
+    assert B.bloom_admits(b.bloom, B.trigram_probes(b"items/1999 200"))
+
+
+def test_block_filter_keeps_what_it_cannot_test():
+    b = B.encode(rows_of(["plain ascii text"]))
+    s = Summary(1, 1, b.min_ts, b.max_ts, b.rows, b.bytes, b.flags, 0, frozenset())
+    assert not BlockFilter.build([[("absent", False)]], None).admits(s, b.bloom)
+    assert BlockFilter.build([[("ASCII", True)]], None).admits(s, b.bloom)
+    # (?i) with k or s can match the Kelvin sign or the long s: not testable by bytes
+    assert BlockFilter.build([[("kelvin", True)]], None).admits(s, b.bloom)
+    assert BlockFilter.build([[("absent", False), ("ab", False)]], None).admits(s, b.bloom)
+    # a `| json | name="value"` demand: value in the line, or hidden by an escape, or metadata
+    cond = LineConditions(label_values=[("user", "zed")])
+    assert not BlockFilter.build([], cond).admits(s, b.bloom)
+    s_md = Summary(1, 1, b.min_ts, b.max_ts, b.rows, b.bytes, b.flags, 0, frozenset({"user"}))
+    assert BlockFilter.build([], cond).admits(s_md, b.bloom)
+    esc = B.encode(rows_of(['{"user":"z\\u0065d"}']))
+    s_esc = Summary(1, 1, esc.min_ts, esc.max_ts, 1, esc.bytes, esc.flags, 0, frozenset())
+    assert BlockFilter.build([], cond).admits(s_esc, esc.bloom)
+
+
+@pytest.fixture
+def conn(tmp_path):
+    c = sqlite3.connect(tmp_path / "b.db", isolation_level=None)
+    migrate(c)
+    yield c
+    c.close()
+
+
+def _store(conn, sid: int, rows) -> None:
+    from storage import sealing
+    conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
+                 "VALUES (?, 'fake', ?, 0, 0, 0) ON CONFLICT DO NOTHING", (sid, f'{{s="{sid}"}}'))
+    conn.executemany("INSERT INTO entries (id, stream_id, ts, hash, line, metadata) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", [(i, sid, ts, i, l, md) for i, ts, l, md in rows])
+    sealing.seal_now(conn, sealing.sealable_groups(conn, 0, 10**15, 0, everything=True), 10**6)
+
+
+def test_counts_match_the_rows(conn):
+    md = lambda i: '{"x":"1"}' if i % 2 else None  # noqa: E731
+    rows = rows_of([f"line {i} {'é' * (i % 3)}" for i in range(50)], md)
+    _store(conn, 7, rows)
+    assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
+    size = lambda rs: sum(len(r[2].encode()) for r in rs)  # noqa: E731
+    lo, hi = T + 3000, T + 17000
+    inside = [r for r in rows if lo <= r[1] < hi]
+    assert sealed_range_counts(conn, [7], lo, hi) == (len(inside), size(inside))
+    got = sorted(sealed_totals(conn, [7], [(lo, hi), (hi, hi + 5000)]))
+    want = []
+    for i, (a, b) in enumerate([(lo, hi), (hi, hi + 5000)]):
+        for mdv in ("", '{"x":"1"}'):
+            sel = [r for r in rows if a < r[1] <= b and (r[3] or "") == mdv]
+            if sel:
+                want.append((7, mdv, i, len(sel), size(sel)))
+    assert got == sorted(want)
+    at = sorted(sealed_at(conn, [7], [T + 4000, T + 999]))
+    sel = [r for r in rows if r[1] == T + 4000]
+    assert at == sorted((7, r[3] or "", T + 4000, 1, len(r[2].encode())) for r in sel)
+
+
+def test_sealed_rows_apply_the_conditions_exactly_as_sql(conn):
+    lines = ["Error here", "error here", "ERROR", "warn", "K\u212aelvin", "x\\y", "none"]
+    rows = rows_of(lines)
+    _store(conn, 1, rows)
+    cases = [LineConditions(all_of=[[("error", True)]]),
+             LineConditions(all_of=[[("Error", False), ("warn", False)]]),
+             LineConditions(none_of=["e"]),
+             LineConditions(label_values=[("a", "zz")])]
+    for cond in cases:
+        sql, params = cond.sql()
+        blocks = SealedBlocks(conn, [1], T, T + 10**12, conditions=cond)
+        got = sorted(r[3] for r in blocks.rows(T, T + 10**12))
+        mem = sqlite3.connect(":memory:")
+        mem.execute("CREATE TABLE entries (line TEXT, metadata TEXT)")
+        mem.executemany("INSERT INTO entries VALUES (?, NULL)", [(l,) for l in lines])
+        expected = sorted(r[0] for r in mem.execute("SELECT line FROM entries WHERE 1" + sql,
+                                                    params))
+        assert got == expected, cond
