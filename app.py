@@ -205,6 +205,15 @@ def seal_backlog(conn: Any, cfg: Config) -> None:
         sealing.seal_now(conn, groups, st.block_max_rows, progress)
     if sealing.make_reclaimable(conn):
         print("vacuumed: freed pages now go back to the file system", flush=True)
+    else:
+        before = None
+        while True:
+            conn.execute("BEGIN IMMEDIATE")
+            left = sealing.reclaim_space(conn)
+            conn.execute("COMMIT")
+            if left < sealing.MIN_FREE_PAGES or left == before:
+                break
+            before = left
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 

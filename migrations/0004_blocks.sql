@@ -20,7 +20,7 @@ CREATE TABLE blocks (
     bloom     BLOB    NOT NULL,     -- trigram Bloom filter of the lines
     keys      BLOB    NOT NULL,     -- zstd: int64 ts deltas, then int64 id deltas
     lengths   BLOB    NOT NULL,     -- zstd: uint32 line byte lengths
-    metadata  BLOB    NOT NULL,     -- zstd: int32 lengths (-1 none) + JSON texts; '' if none
+    metadata  BLOB    NOT NULL,     -- zstd: int32 per row into the distinct texts; '' if none
     lines     BLOB    NOT NULL      -- zstd: the lines' bytes, concatenated
 );
 CREATE INDEX blocks_stream_time ON blocks (stream_id, max_ts, min_ts);

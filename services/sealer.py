@@ -28,6 +28,8 @@ log = logging.getLogger("logstore.sealer")
 INTERVAL_SECONDS = 10.0
 # under push load: pause PAUSE_FACTOR x the block's duration after each block
 PAUSE_FACTOR = 1.0
+# while a backlog is sealed, hand freed pages back to the file system this often
+RECLAIM_EVERY_BLOCKS = 64
 # a progress line this often while a large backlog (a migration) is sealed
 PROGRESS_SECONDS = 10.0
 
@@ -53,6 +55,7 @@ class Sealer:
         self._task: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
         self._writes_seen = 0
+        self._stopping = False
         self.blocks_written = 0
         self.rows_sealed = 0
         self.failure: str | None = None
@@ -73,6 +76,7 @@ class Sealer:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sealer")
 
     async def stop(self) -> None:
+        self._stopping = True
         task, self._task = self._task, None
         if task is None:
             return
@@ -86,10 +90,13 @@ class Sealer:
     async def _run(self) -> None:
         assert self._wake is not None
         backoff = 0.5
-        while True:
+        while not self._stopping:
             try:
-                await asyncio.wait_for(self._wake.wait(), self.interval)
-            except asyncio.TimeoutError:
+                # not asyncio.wait_for: in Python 3.11 it can swallow a cancel that arrives
+                # as the event fires, and stop() would then wait forever
+                async with asyncio.timeout(self.interval):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass  # windows close as time passes, pushes or not
             self._wake.clear()
             try:
@@ -119,6 +126,7 @@ class Sealer:
                                     self.grace_ns, self.max_rows, everything)
         pending = sum(g.rows for g in groups)
         if not pending:
+            await self._reclaim()  # what a round cut short (a restart) left free
             return 0
         started = last_note = time.monotonic()
         sealed = 0
@@ -147,14 +155,25 @@ class Sealer:
                     last_note = time.monotonic()
                     log.warning("sealing: %d of %d head rows sealed (%.0f%%)", sealed, pending,
                                 100.0 * sealed / pending)
+                if self.blocks_written % RECLAIM_EVERY_BLOCKS == 0:
+                    await self.db.write(sealing.reclaim_space)
                 if self._writes_seen != seen:
                     await asyncio.sleep((time.perf_counter() - t0) * PAUSE_FACTOR)
                 if len(ids) < self.max_rows:
                     break
-        await self.db.write(sealing.reclaim_space)
+        await self._reclaim()
         if time.monotonic() - started > PROGRESS_SECONDS:
             log.warning("sealing: done, %d rows in %.0f s", sealed, time.monotonic() - started)
         return sealed
+
+    async def _reclaim(self) -> None:
+        # a few thousand pages per writer job, so pushes get the writer in between
+        before = None
+        while True:
+            left = await self.db.write(sealing.reclaim_space)
+            if left < sealing.MIN_FREE_PAGES or left == before:
+                return
+            before = left
 
     def status(self) -> dict[str, Any]:
         return {"blocks_written": self.blocks_written, "rows_sealed": self.rows_sealed,

@@ -6,8 +6,8 @@ separate zstd-compressed columns, so a reader asks SQLite only for what it needs
     keys      ts and entry ids, as int64 deltas (little-endian)
     lengths   each line's UTF-8 byte length, uint32: line bytes for the rollup-style
               counts without touching the lines; offsets into `lines`
-    metadata  empty when no row has metadata; else int32 byte lengths (-1: none) followed
-              by the concatenated compact-JSON texts
+    metadata  empty when no row has metadata; else an int32 per row indexing (-1: none) the
+              JSON array of the block's distinct metadata texts that follows
     lines     the lines' UTF-8 bytes, concatenated
 
 Beside the columns a block keeps its summary: time bounds, row and byte counts, the entry id
@@ -19,6 +19,7 @@ when no line in it can match; every row read is still checked exactly by the pip
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -80,13 +81,15 @@ def encode(rows: Sequence[tuple[int, int, str, str | None]]) -> EncodedBlock:
     mds = [r[3] for r in rows]
     names: set[str] = set()
     if any(md is not None for md in mds):
-        md_parts = [b"" if md is None else md.encode("utf-8", "surrogatepass") for md in mds]
-        md_lengths = np.fromiter((-1 if md is None else len(p) for md, p in zip(mds, md_parts)),
-                                 dtype=np.int32, count=len(mds))
-        md_column = _compressor.compress(md_lengths.tobytes() + b"".join(md_parts))
-        for md in set(mds):
-            if md is not None:
-                names.update(_metadata_decoder.decode(md))
+        # few distinct sets per stream: a dictionary of them and an index per row
+        distinct = sorted({md for md in mds if md is not None})
+        slot = {md: i for i, md in enumerate(distinct)}
+        index = np.fromiter((-1 if md is None else slot[md] for md in mds), dtype=np.int32,
+                            count=len(mds))
+        table = json.dumps(distinct, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        md_column = _compressor.compress(index.tobytes() + table)
+        for md in distinct:
+            names.update(_metadata_decoder.decode(md))
     else:
         md_column = b""
     flags = (FLAG_BACKSLASH if b"\\" in body else 0) | (FLAG_ASCII if ascii_only else 0)
@@ -125,28 +128,29 @@ def decode_lengths(data: bytes) -> list[int]:
     return np.frombuffer(_decompress(data), dtype=np.uint32).tolist()
 
 
-def decode_ts_offsets(keys: bytes, lengths: bytes, rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(timestamps, line byte offsets with a leading 0) as arrays, for counting."""
-    ts = np.cumsum(np.frombuffer(_decompress(keys), dtype=np.int64, count=rows))
+def decode_offsets(lengths: bytes, rows: int) -> np.ndarray:
+    """Line byte offsets with a leading 0: line i is lines[offsets[i]:offsets[i + 1]]."""
     offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(np.frombuffer(_decompress(lengths), dtype=np.uint32), out=offsets[1:])
-    return ts, offsets
+    np.cumsum(np.frombuffer(_decompress(lengths), dtype=np.uint32), dtype=np.int64,
+              out=offsets[1:])
+    return offsets
+
+
+def decode_ts_offsets(keys: bytes, lengths: bytes, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(timestamps, line byte offsets) as arrays, for counting."""
+    ts = np.cumsum(np.frombuffer(_decompress(keys), dtype=np.int64, count=rows))
+    return ts, decode_offsets(lengths, rows)
 
 
 def decode_metadata(data: bytes, rows: int) -> list[str | None]:
+    """Each row's metadata JSON text (None: none), from the dictionary column."""
     if not data:
         return [None] * rows
     raw = _decompress(data)
-    sizes = np.frombuffer(raw, dtype=np.int32, count=rows).tolist()
-    out: list[str | None] = []
-    pos = rows * 4
-    for n in sizes:
-        if n < 0:
-            out.append(None)
-        else:
-            out.append(raw[pos:pos + n].decode("utf-8", "surrogatepass"))
-            pos += n
-    return out
+    index = np.frombuffer(raw, dtype=np.int32, count=rows)
+    table = json.loads(raw[rows * 4:].decode("utf-8", "surrogatepass"))
+    table.append(None)  # index -1
+    return list(map(table.__getitem__, index.tolist()))
 
 
 def decode_lines(data: bytes, lengths: list[int], ascii_only: bool) -> list[str]:

@@ -29,7 +29,12 @@ DB_FILENAME = "logstore.db"
 
 
 def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> sqlite3.Connection:
+    fresh = not readonly and (not os.path.exists(path) or os.path.getsize(path) == 0)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    if fresh:
+        # before anything writes the header: sealing frees the head's pages, and only a file
+        # created with incremental auto-vacuum can give them back without a VACUUM
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA busy_timeout = 30000")
     if readonly:
         conn.execute("PRAGMA query_only = ON")
@@ -58,10 +63,6 @@ def migration_files() -> list[tuple[int, str, str]]:
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded in schema_version; return the names applied."""
-    if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-        # a new file: sealing frees the head's pages, and only a database created with
-        # incremental auto-vacuum can hand them back to the file system without a VACUUM
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
                  "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
     done = {row[0] for row in conn.execute("SELECT version FROM schema_version")}

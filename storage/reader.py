@@ -255,10 +255,12 @@ class LineScan:
         """Add what the scans covered to the counts (rows the conditions and the block
         summaries filtered out included)."""
         p, self._progress = self._progress, None
-        if p is not None and p.lo < p.hi and self.counts is not None:
+        if p is not None and p.lo < p.hi and self.counts is not None \
+                and self._blocks is not None:
             # Loki counts every line of the chunks in range (a single binary has no bloom
             # gateway): so do we, the blocks the summaries skipped included
-            lines, size = scan.range_counts(self.reader.conn, self.ids, p.lo, p.hi)
+            lines, size = scan.range_counts(self.reader.conn, self.ids, p.lo, p.hi,
+                                            self._blocks)
             self.counts.lines_scanned += lines
             self.counts.bytes_scanned += size
 

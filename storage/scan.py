@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from logql.errors import QueryTimeout
-from storage.sealed import SealedBlocks, sealed_range_counts
+from storage.sealed import SealedBlocks
 
-MINUTE_NS = 60 * 10**9
 FIRST_WINDOW_NS = 60 * 10**9
 TARGET_ROWS = 4000
 # SQLite's default SQLITE_MAX_LIKE_PATTERN_LENGTH is 50000
@@ -246,33 +245,16 @@ class ScanProgress:
         self.hi = max(self.hi, w_hi)
 
 
-def range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo: int,
-                 hi: int) -> tuple[int, int]:
-    """(lines, bytes) stored for `stream_ids` with lo <= ts < hi: whole minutes from the
-    rollups, the partial minutes at either edge counted from the entries themselves."""
+def range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo: int, hi: int,
+                 sealed: SealedBlocks) -> tuple[int, int]:
+    """(lines, bytes) stored for `stream_ids` with lo <= ts < hi: the head's rows counted in
+    SQLite (the sealer keeps the head small), the sealed ones from the block summaries of
+    the scan (a block cut by the range is counted from its timestamps and line lengths)."""
     if not stream_ids or lo >= hi:
         return 0, 0
-    ids = _ids_param(stream_ids)
-    first_full = -(-lo // MINUTE_NS) * MINUTE_NS
-    last_full = (hi // MINUTE_NS) * MINUTE_NS
-    if first_full >= last_full:
-        return _exact_counts(conn, ids, lo, hi)
-    lines, size = conn.execute(
-        "SELECT coalesce(sum(lines), 0), coalesce(sum(bytes), 0) FROM rollups "
-        "WHERE stream_id IN (SELECT value FROM json_each(?)) AND minute >= ? AND minute < ?",
-        (ids, first_full, last_full)).fetchone()
-    for a, b in ((lo, first_full), (last_full, hi)):
-        if a < b:
-            n, s = _exact_counts(conn, ids, a, b)
-            lines += n
-            size += s
-    return lines, size
-
-
-def _exact_counts(conn: sqlite3.Connection, ids: str, lo: int, hi: int) -> tuple[int, int]:
-    n, s = conn.execute(
+    n, size = conn.execute(
         "SELECT count(*), coalesce(sum(length(CAST(line AS BLOB))), 0) FROM entries "
         "WHERE stream_id IN (SELECT value FROM json_each(?)) AND ts >= ? AND ts < ?",
-        (ids, lo, hi)).fetchone()
-    sealed_n, sealed_s = sealed_range_counts(conn, json.loads(ids), lo, hi)
-    return n + sealed_n, s + sealed_s
+        (_ids_param(stream_ids), lo, hi)).fetchone()
+    sealed_n, sealed_size = sealed.counts(lo, hi)
+    return n + sealed_n, size + sealed_size

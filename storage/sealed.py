@@ -44,18 +44,66 @@ class Summary:
     md_names: frozenset[str]
 
 
-@dataclass
 class Decoded:
-    summary: Summary
-    ts: list[int]
-    ids: list[int]
-    offsets: list[int]           # line i is raw[offsets[i]:offsets[i + 1]]
-    raw: bytes
-    metadata: list[str | None]
-    has_metadata: bool
-    text: str | None = None      # raw decoded once, for ASCII-only blocks
+    """One block's columns, each decompressed the first time something asks for it: a
+    block that a needle search rules out costs only its lines' decompression."""
 
-    lower: bytes | None = None   # raw with ASCII letters lower-cased, made when first asked
+    def __init__(self, conn: sqlite3.Connection, s: Summary):
+        self.summary = s
+        self._keys, self._lengths, self._metadata, self._lines = conn.execute(
+            "SELECT keys, lengths, metadata, lines FROM blocks WHERE id = ?", (s.id,)).fetchone()
+        self._raw: bytes | None = None
+        self._text: str | None = None
+        self._ts: list[int] | None = None
+        self._ids: list[int] | None = None
+        self._offsets: list[int] | None = None
+        self._md: list[str | None] | None = None
+        self.lower: bytes | None = None   # raw with ASCII letters lower-cased
+
+    @property
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = B._decompress(self._lines)
+        return self._raw
+
+    @property
+    def text(self) -> str | None:
+        """raw decoded once, for ASCII-only blocks (byte offsets are then char offsets)."""
+        if self._text is None and self.summary.flags & B.FLAG_ASCII:
+            self._text = self.raw.decode("ascii")
+        return self._text
+
+    @property
+    def ts(self) -> list[int]:
+        if self._ts is None:
+            self._ts, self._ids = B.decode_keys(self._keys, self.summary.rows)
+        return self._ts
+
+    @property
+    def ids(self) -> list[int]:
+        if self._ids is None:
+            self._ts, self._ids = B.decode_keys(self._keys, self.summary.rows)
+        return self._ids
+
+    @property
+    def offsets(self) -> list[int]:
+        """line i is raw[offsets[i]:offsets[i + 1]]"""
+        if self._offsets is None:
+            self._offsets = B.decode_offsets(self._lengths, self.summary.rows).tolist()
+        return self._offsets
+
+    @property
+    def metadata(self) -> list[str | None]:
+        if self._md is None:
+            self._md = B.decode_metadata(self._metadata, self.summary.rows)
+        return self._md
+
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        """Row indexes [a, b) with lo <= ts < hi."""
+        s = self.summary
+        if lo <= s.min_ts and s.max_ts < hi:
+            return 0, s.rows
+        return bisect_left(self.ts, lo), bisect_left(self.ts, hi)
 
     def lines(self, a: int, b: int) -> list[str]:
         offs = self.offsets
@@ -73,6 +121,16 @@ class Decoded:
         """Indexes in [a, b) of the lines holding one of the needles (`(bytes, ci)`; ci
         needles are lower-case ASCII), found by searching the block's bytes, not line by
         line: a rare needle costs a few `find` calls per block."""
+        whole = a == 0 and b == self.summary.rows
+        if whole:
+            raw = self.raw
+            for needle, ci in needles:
+                if ci and self.lower is None:
+                    self.lower = raw.lower()
+                if needle in (self.lower if ci else raw):
+                    break
+            else:
+                return []  # nothing here: the block's offsets are never even decoded
         offs = self.offsets
         end = offs[b]
         found: set[int] = set()
@@ -115,18 +173,6 @@ def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, e
     return out
 
 
-def decode(conn: sqlite3.Connection, s: Summary) -> Decoded:
-    """Everything of a block, for reading rows."""
-    row = conn.execute("SELECT keys, lengths, metadata, lines FROM blocks WHERE id = ?",
-                       (s.id,)).fetchone()
-    ts, ids = B.decode_keys(row[0], s.rows)
-    _, offsets = B.decode_ts_offsets(row[0], row[1], s.rows)
-    raw = B._decompress(row[3])
-    text = raw.decode("ascii") if s.flags & B.FLAG_ASCII else None
-    return Decoded(s, ts, ids, offsets.tolist(), raw, B.decode_metadata(row[2], s.rows),
-                   bool(row[2]), text)
-
-
 @dataclass
 class Counts:
     """What counting needs of a block: timestamps, line byte offsets, metadata (or None)."""
@@ -135,11 +181,13 @@ class Counts:
     metadata: list[str | None] | None
 
 
-def decode_counts(conn: sqlite3.Connection, s: Summary) -> Counts:
-    row = conn.execute("SELECT keys, lengths, metadata FROM blocks WHERE id = ?",
-                       (s.id,)).fetchone()
+def decode_counts(conn: sqlite3.Connection, s: Summary, metadata: bool = True) -> Counts:
+    """`metadata=False` when the caller does not split counts by it."""
+    cols = "keys, lengths, metadata" if metadata else "keys, lengths"
+    row = conn.execute(f"SELECT {cols} FROM blocks WHERE id = ?", (s.id,)).fetchone()
     ts, offsets = B.decode_ts_offsets(row[0], row[1], s.rows)
-    return Counts(ts, offsets, B.decode_metadata(row[2], s.rows) if row[2] else None)
+    md = B.decode_metadata(row[2], s.rows) if metadata and row[2] else None
+    return Counts(ts, offsets, md)
 
 
 # -- which blocks a scan may skip -----------------------------------------------------------
@@ -225,17 +273,36 @@ class SealedBlocks:
         self.conn = conn
         self.keep: Callable[[str, str | None], bool] | None = (
             conditions.matcher() if conditions is not None else None)
-        bf = BlockFilter.build(needles, conditions)
-        found = summaries(conn, stream_ids, start, end, with_bloom=bool(bf))
-        self.blocks: list[Summary] = []
-        self.skipped: list[Summary] = []
-        for s, bloom in found:
-            (self.blocks if not bf or bf.admits(s, bloom) else self.skipped).append(s)
+        self.filter = BlockFilter.build(needles, conditions)
+        self.blocks: list[Summary] = [s for s, _ in summaries(conn, stream_ids, start, end)]
+        # Bloom filters are read and checked when a window first reaches a block: a limited
+        # query that stops after the newest windows never reads the others
+        self._admitted: dict[int, bool] = {}
         self._cache: dict[int, Decoded] = {}
         self.search = _searchable_clause(conditions)
 
     def __bool__(self) -> bool:
         return bool(self.blocks)
+
+    @property
+    def skipped(self) -> list[Summary]:
+        """The blocks whose summaries ruled them out so far."""
+        return [s for s in self.blocks if self._admitted.get(s.id) is False]
+
+    def counts(self, lo: int, hi: int) -> tuple[int, int]:
+        """(lines, bytes) of every sealed row of the scan's streams with lo <= ts < hi,
+        blocks the summaries ruled out included."""
+        return _counts_in(self.conn, self.blocks, lo, hi)
+
+    def _check(self, fresh: list[Summary]) -> None:
+        if not self.filter:
+            self._admitted.update((s.id, True) for s in fresh)
+            return
+        ids = json.dumps([s.id for s in fresh])
+        blooms = dict(self.conn.execute(
+            "SELECT id, bloom FROM blocks WHERE id IN (SELECT value FROM json_each(?))", (ids,)))
+        for s in fresh:
+            self._admitted[s.id] = self.filter.admits(s, blooms.get(s.id, b""))
 
     def rows(self, lo: int, hi: int, stream_id: int | None = None) -> list[Row]:
         """Rows with lo <= ts < hi (of one stream, if given) that pass the conditions, in
@@ -243,25 +310,32 @@ class SealedBlocks:
         out: list[Row] = []
         touched: set[int] = set()
         keep, needles = self.keep, self.search
-        for s in self.blocks:
-            if s.max_ts < lo or s.min_ts >= hi:
-                continue
-            if stream_id is not None and s.stream_id != stream_id:
+        reached = [s for s in self.blocks if s.max_ts >= lo and s.min_ts < hi
+                   and (stream_id is None or s.stream_id == stream_id)]
+        fresh = [s for s in reached if s.id not in self._admitted]
+        if fresh:
+            self._check(fresh)
+        for s in reached:
+            if not self._admitted[s.id]:
                 continue
             touched.add(s.id)
             d = self._cache.get(s.id)
             if d is None:
-                d = self._cache[s.id] = decode(self.conn, s)
-            a, b = bisect_left(d.ts, lo), bisect_left(d.ts, hi)
+                d = self._cache[s.id] = Decoded(self.conn, s)
+            a, b = d.span(lo, hi)
             if a >= b:
                 continue
-            sid, ts, ids, md = s.stream_id, d.ts, d.ids, d.metadata
+            sid = s.stream_id
             if needles:
-                for i in d.lines_containing(needles, a, b):
-                    line = d.line(i)
-                    if keep is None or keep(line, md[i]):
-                        out.append((ids[i], sid, ts[i], line, md[i]))
+                hits = d.lines_containing(needles, a, b)
+                if hits:
+                    ts, ids, md = d.ts, d.ids, d.metadata
+                    for i in hits:
+                        line = d.line(i)
+                        if keep is None or keep(line, md[i]):
+                            out.append((ids[i], sid, ts[i], line, md[i]))
                 continue
+            ts, ids, md = d.ts, d.ids, d.metadata
             rows = zip(ids[a:b], repeat(sid, b - a), ts[a:b], d.lines(a, b), md[a:b])
             if keep is None:
                 out.extend(rows)
@@ -277,13 +351,20 @@ class SealedBlocks:
 def sealed_range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo: int,
                         hi: int) -> tuple[int, int]:
     """(lines, bytes) of the sealed rows with lo <= ts < hi."""
+    return _counts_in(conn, [s for s, _ in summaries(conn, stream_ids, lo, hi)], lo, hi)
+
+
+def _counts_in(conn: sqlite3.Connection, found: Sequence[Summary], lo: int,
+               hi: int) -> tuple[int, int]:
     lines = size = 0
-    for s, _ in summaries(conn, stream_ids, lo, hi):
+    for s in found:
+        if s.max_ts < lo or s.min_ts >= hi:
+            continue
         if lo <= s.min_ts and s.max_ts < hi:
             lines += s.rows
             size += s.bytes
             continue
-        c = decode_counts(conn, s)
+        c = decode_counts(conn, s, metadata=False)
         a, b = np.searchsorted(c.ts, [lo, hi], side="left").tolist()
         lines += b - a
         size += int(c.offsets[b] - c.offsets[a])

@@ -25,6 +25,8 @@ from typing import Sequence
 
 from storage import blocks as B
 
+# fewer free pages than this stay in the file (new rows reuse them)
+MIN_FREE_PAGES = 256
 # a group of the head this large is sealed even if its window is still open
 DEFAULT_MAX_ROWS = 20_000
 
@@ -84,14 +86,20 @@ def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,
     return block_id
 
 
-def reclaim_space(conn: sqlite3.Connection, min_free_pages: int = 2048) -> int:
-    """Give the pages sealing freed back to the file system once there are many (writer;
-    needs auto_vacuum=INCREMENTAL, which new databases get). Returns the pages freed."""
+def reclaim_space(conn: sqlite3.Connection, min_free_pages: int = MIN_FREE_PAGES,
+                  max_pages: int = 4096) -> int:
+    """Give up to `max_pages` of the pages sealing freed back to the file system once there
+    are at least `min_free_pages` (writer; needs auto_vacuum=INCREMENTAL, which new databases
+    get). Returns the pages still free afterwards."""
     free = conn.execute("PRAGMA freelist_count").fetchone()[0]
     if free < min_free_pages or conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
-        return 0
-    conn.execute("PRAGMA incremental_vacuum")
-    return free
+        return free
+    # Python's sqlite3 steps a statement without result columns once, and each step of
+    # incremental_vacuum frees one page; executescript would step it through but commits
+    # the writer's open transaction first
+    for _ in range(min(free, max_pages)):
+        conn.execute("PRAGMA incremental_vacuum(1)")
+    return conn.execute("PRAGMA freelist_count").fetchone()[0]
 
 
 def seal_now(conn: sqlite3.Connection, groups: Sequence[Group], max_rows: int,

@@ -167,8 +167,8 @@ def test_rare_needle_skips_most_sealed_blocks(data, tmp_path_factory):
     scan = LogReader(conn).lines([1, 2], T, T + DAY, needles=[[("#1234", False)]])
     got = [r for batch in scan for r in batch]
     blocks = scan._blocks
-    assert len(blocks.blocks) + len(blocks.skipped) == 26  # 2 streams of 12-13 hours
-    assert len(blocks.blocks) <= 3
+    assert len(blocks.blocks) == 26  # 2 streams of 12-13 hours
+    assert len(blocks.skipped) >= 23
     assert [r[3] for r in got if "#1234" in r[3]] == [l for _, l in rows if "#1234" in l]
     conn.close()
 
