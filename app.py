@@ -13,32 +13,43 @@ import os
 import sys
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
-
-from litestar import Litestar
-from litestar.di import Provide
-from litestar.types import ASGIApp, Receive, Scope, Send
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import config as config_module
 from config import Config, ConfigError
-from routes import admin, grafana, legacy, meta, otlp, push, query, tail
-from routes.errors import EXCEPTION_HANDLERS
-from routes.paths import canonical_path, with_loki_paths
-from services.base import ServiceRegistry, State
-from services.context import AppContext
-from services import sealer as sealer_service
-from services.ingester import Ingester
-from services.metrics import Metrics
-from services.querier import Querier
-from storage.db import Database, migrate, connect, DB_FILENAME
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+    from litestar.types import ASGIApp, Receive, Scope, Send
+
+    from services.context import AppContext
+
+# The web framework, the routes, the services and storage are imported where the app is
+# built, not here: `logstore serve` runs in a parent process that only starts granian, and
+# should not hold a second copy of all of it (about 35 MB).
 
 log = logging.getLogger("logstore")
 
-ROUTE_MODULES = [push, otlp, meta, admin, grafana, query, tail, legacy]
 SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
+def route_modules() -> list:
+    from routes import admin, grafana, legacy, meta, otlp, push, query, tail
+    return [push, otlp, meta, admin, grafana, query, tail, legacy]
+
+
 def build_context(cfg: Config) -> AppContext:
+    from routes import admin, grafana
+    from services import memory
+    from services import sealer as sealer_service
+    from services.base import ServiceRegistry
+    from services.context import AppContext
+    from services.ingester import Ingester
+    from services.metrics import Metrics
+    from services.querier import Querier
+    from storage.db import Database
+
+    memory.limit_arenas()  # before the writer and reader threads allocate
     db = Database(cfg.data_dir, synchronous=cfg.storage.synchronous,
                   read_connections=cfg.storage.read_connections)
     metrics = Metrics(db.size_bytes, lambda: db.commits, build=admin.build_labels())
@@ -52,6 +63,8 @@ def build_context(cfg: Config) -> AppContext:
 
 
 def _timing_middleware(ctx: AppContext):
+    from routes.paths import canonical_path
+
     def factory(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "http":
@@ -78,6 +91,13 @@ def _timing_middleware(ctx: AppContext):
 
 
 def create_app(cfg: Config | None = None) -> Litestar:
+    from litestar import Litestar
+    from litestar.di import Provide
+
+    from routes.errors import EXCEPTION_HANDLERS
+    from routes.paths import with_loki_paths
+    from services.base import State
+
     cfg = cfg or config_module.load_config()
     ctx = build_context(cfg)
     configure_logging(cfg.server.log_level)
@@ -105,7 +125,7 @@ def create_app(cfg: Config | None = None) -> Litestar:
             ctx.db.close()
             ctx.services.set_all(State.TERMINATED)
 
-    handlers = with_loki_paths((h for module in ROUTE_MODULES for h in module.handlers),
+    handlers = with_loki_paths((h for module in route_modules() for h in module.handlers),
                                cfg.server.loki_paths)
     app = Litestar(
         route_handlers=handlers,
@@ -173,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print(config_module.render_yaml(config_module.to_plain(cfg)), end="")
         return 0
     if command == "migrate":
+        from storage.db import DB_FILENAME, connect, migrate
         os.makedirs(cfg.data_dir, exist_ok=True)
         conn = connect(os.path.join(cfg.data_dir, DB_FILENAME), synchronous=cfg.storage.synchronous)
         applied = migrate(conn)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from prometheus_client.core import CounterMetricFamily
 
+from services import memory
 from storage import blocks, sealing
 
 log = logging.getLogger("logstore.sealer")
@@ -162,6 +163,7 @@ class Sealer:
                 if len(ids) < self.max_rows:
                     break
         await self._reclaim()
+        await asyncio.to_thread(memory.trim)  # the rows and blocks of the round are gone
         if time.monotonic() - started > PROGRESS_SECONDS:
             log.warning("sealing: done, %d rows in %.0f s", sealed, time.monotonic() - started)
         return sealed

@@ -42,8 +42,8 @@ def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> 
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
     conn.execute("PRAGMA temp_store = MEMORY")
-    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
-    conn.execute("PRAGMA mmap_size = 1073741824")
+    conn.execute("PRAGMA cache_size = -8192")  # 8 MiB per connection
+    conn.execute("PRAGMA mmap_size = 0")
     return conn
 
 

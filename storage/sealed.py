@@ -5,7 +5,8 @@ summaries once, drops the blocks whose summary proves that no row can pass the s
 needles and line conditions (the Bloom filter, the backslash flag, the metadata names), and
 then answers `rows(lo, hi)` for each window the scan walks through, decoding a block the
 first time a window touches it and only the lines of the rows that window takes. Windows
-move one way, so a block no longer touched is dropped from the cache.
+move one way, so only the blocks that reach past the current window stay decoded: a window
+that spans hundreds of blocks holds one at a time.
 
 The count helpers (`sealed_range_counts`, `sealed_totals`, `sealed_at`) give the sealed part of
 what storage/rollups.py's entry counts give for the head; both add up.
@@ -64,6 +65,7 @@ class Decoded:
     def raw(self) -> bytes:
         if self._raw is None:
             self._raw = B._decompress(self._lines)
+            self._lines = b""  # the compressed copy is not needed any more
         return self._raw
 
     @property
@@ -318,10 +320,14 @@ class SealedBlocks:
         for s in reached:
             if not self._admitted[s.id]:
                 continue
-            touched.add(s.id)
             d = self._cache.get(s.id)
             if d is None:
-                d = self._cache[s.id] = Decoded(self.conn, s)
+                d = Decoded(self.conn, s)
+            if s.min_ts < lo or s.max_ts >= hi:
+                # reaches past this window: the next one reads it again; the others are
+                # let go as soon as their rows are out
+                touched.add(s.id)
+                self._cache[s.id] = d
             a, b = d.span(lo, hi)
             if a >= b:
                 continue

@@ -1,0 +1,90 @@
+"""Resident memory of the whole `logstore serve` process tree, idle and while the query and
+metric benchmarks run against it (and, when the head holds due rows, while it seals).
+
+    .venv/bin/python bench/rss.py --dir DIR        # DIR as given to bench/ingest.py --keep
+
+Samples the RSS of every process in the server's process group every 50 ms (ps), and prints
+the peak during start-up and background work (sealing a head that `ingest.py` left behind),
+idle, and the peak while the bench queries run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import ingest  # noqa: E402
+import metrics  # noqa: E402
+import query  # noqa: E402
+from background import data_range, wait_for_background  # noqa: E402
+
+
+def tree_rss_kb(pgid: int) -> int:
+    return sum(process_rss_kb(pgid).values())
+
+
+def process_rss_kb(pgid: int) -> dict[int, int]:
+    out = subprocess.run(["ps", "-o", "pid=,rss=", "-g", str(pgid)], capture_output=True,
+                         text=True).stdout.split()
+    return {int(pid): int(rss) for pid, rss in zip(out[::2], out[1::2])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", required=True)
+    args = ap.parse_args()
+    data_dir = Path(args.dir) / "data"
+    db = data_dir / "logstore.db"
+    port = ingest.free_port()
+    proc = ingest.start_server(data_dir, port)
+    pgid = os.getpgid(proc.pid)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], tree_rss_kb(pgid))
+            stop.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    try:
+        sampler.start()
+        waited = time.monotonic()
+        wait_for_background(db)
+        waited = time.monotonic() - waited
+        background_peak, peak[0] = peak[0], 0
+        idle = tree_rss_kb(pgid)
+        per_process = process_rss_kb(pgid)
+        start, end = data_range(db)
+        for spec in query.QUERIES:
+            for limit in (spec.get("limit", 100),):
+                params = {"query": spec["query"], "start": str(start), "end": str(end),
+                          "limit": str(limit)}
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/logstore/api/v1/query_range?"
+                                       + urllib.parse.urlencode(params), timeout=300).read()
+        for _, q, step in metrics.QUERIES:
+            metrics.run_query(port, q, start, end - 1, step)
+        stop.set()
+        sampler.join()
+        print(f"start-up and background work ({waited:.1f} s): peak "
+              f"{background_peak / 1024:.0f} MB; idle: {idle / 1024:.0f} MB "
+              f"({', '.join(f'{v / 1024:.0f}' for v in per_process.values())} per process); "
+              f"peak while querying: {peak[0] / 1024:.0f} MB")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""Keeping the process's resident memory close to what it uses (glibc only; a no-op elsewhere).
+
+Every thread that allocates gets its own glibc malloc arena, and memory freed in an arena is
+kept for reuse: after the sealer has worked through a large head, or a query has held a big
+result, the worker kept 150 MB it no longer used (bench/REPORT.md, "Issue 11"). Two arenas
+are enough for one writer, a few readers and the event loop, and `malloc_trim` hands the
+free tops of the heap back after large pieces of work.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+
+log = logging.getLogger("logstore.memory")
+
+_M_ARENA_MAX = -8
+_libc = None
+
+
+def _glibc():
+    global _libc
+    if _libc is None:
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            lib.malloc_trim  # noqa: B018 - raises AttributeError where there is none
+            lib.mallopt
+            _libc = lib
+        except (OSError, AttributeError):
+            _libc = False
+    return _libc or None
+
+
+def limit_arenas(count: int = 2) -> None:
+    lib = _glibc()
+    if lib is not None:
+        lib.mallopt(_M_ARENA_MAX, count)
+
+
+def trim() -> None:
+    lib = _glibc()
+    if lib is not None:
+        lib.malloc_trim(0)
