@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from ingest import free_port, start_server  # noqa: E402
-from background import wait_for_background  # noqa: E402
+from background import data_range, wait_for_background  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
 SEL = '{env="bench"}'
@@ -47,15 +47,6 @@ QUERIES = [
      'quantile_over_time(0.99, {job="app"} | logfmt | unwrap latency [5m]) by (host)', 300),
     ("instant count over 24h", f"sum by (job) (count_over_time({SEL}[24h]))", "instant"),
 ]
-
-
-def time_range(db: Path) -> tuple[int, int]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        lo, hi = conn.execute("SELECT min(first_ts), max(last_ts) FROM streams").fetchone()
-    finally:
-        conn.close()
-    return lo, hi
 
 
 def run_query(port: int, query: str, start: int, end: int, step) -> tuple[float, dict]:
@@ -85,7 +76,8 @@ def main() -> None:
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
     data_dir = Path(args.data) / "data"
-    start, end = time_range(data_dir / "logstore.db")
+    start, end = data_range(data_dir / "logstore.db")
+    end -= 1  # the newest entry itself is the end
     port = free_port()
     proc = start_server(data_dir, port)
     rows = []

@@ -277,6 +277,9 @@ class SealedBlocks:
             conditions.matcher() if conditions is not None else None)
         self.filter = BlockFilter.build(needles, conditions)
         self.blocks: list[Summary] = [s for s, _ in summaries(conn, stream_ids, start, end)]
+        self._by_stream: dict[int, list[Summary]] = {}
+        for s in self.blocks:
+            self._by_stream.setdefault(s.stream_id, []).append(s)
         # Bloom filters are read and checked when a window first reaches a block: a limited
         # query that stops after the newest windows never reads the others
         self._admitted: dict[int, bool] = {}
@@ -312,8 +315,8 @@ class SealedBlocks:
         out: list[Row] = []
         touched: set[int] = set()
         keep, needles = self.keep, self.search
-        reached = [s for s in self.blocks if s.max_ts >= lo and s.min_ts < hi
-                   and (stream_id is None or s.stream_id == stream_id)]
+        candidates = self.blocks if stream_id is None else self._by_stream.get(stream_id, ())
+        reached = [s for s in candidates if s.max_ts >= lo and s.min_ts < hi]
         fresh = [s for s in reached if s.id not in self._admitted]
         if fresh:
             self._check(fresh)
