@@ -42,6 +42,7 @@ def build_context(cfg: Config) -> AppContext:
     from routes import admin, grafana
     from services import memory
     from services import sealer as sealer_service
+    from services import shutdown as shutdown_service
     from services.base import ServiceRegistry
     from services.context import AppContext
     from services.ingester import Ingester
@@ -59,6 +60,7 @@ def build_context(cfg: Config) -> AppContext:
                      querier=Querier(db, cfg.limits_config))
     grafana.register(ctx)
     sealer_service.register(ctx)
+    shutdown_service.register(ctx)
     return ctx
 
 
@@ -252,6 +254,8 @@ def serve(cfg: Config, config_path: str | None) -> int:
     print(f"logstore listening on http://{cfg.server.http_listen_address}:"
           f"{cfg.server.http_listen_port} with data in {os.path.abspath(cfg.data_dir)}",
           file=sys.stderr, flush=True)
+    # /ingester/shutdown?terminate=true stops this process (services/shutdown.py)
+    os.environ["LOGSTORE_SERVE_PID"] = str(os.getpid())
     # one worker: SQLite has one writer, and group commit needs every push in one process
     Granian("app:app", address=cfg.server.http_listen_address, port=cfg.server.http_listen_port,
             interface=Interfaces.ASGI, workers=1, log_level=_granian_level(cfg.server.log_level),

@@ -1,4 +1,5 @@
-"""Operational endpoints: ready, metrics, log_level, services, buildinfo, config, flush."""
+"""Operational endpoints: ready, metrics, log_level, services, buildinfo, config, flush,
+shutdown."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import prometheus_client
 from litestar import Request, Response, get, route
 
 import config as config_module
+from logql import parse_selector
 from routes.errors import PLAIN
 from routes.params import read_params
 from routes.respond import json_response
@@ -98,8 +100,49 @@ async def flush(ctx: Ctx) -> Response:
 
 @route("/flush/tenant", http_method=["POST"])
 async def flush_tenant(request: Request, ctx: Ctx) -> Response:
-    ctx.tenant(request)
-    await ctx.db.write(lambda conn: None)
+    tenant = ctx.tenant(request)
+    params = await read_params(request)
+    selector = params.get("streams") or ""
+    # a bad selector is a ParseError: 400 with the parse error text
+    matchers = parse_selector(selector, require_non_empty=False).matchers if selector else []
+    await ctx.extras["sealer"].seal_tenant(tenant, matchers)
+    return Response(b"", status_code=204)
+
+
+@route("/ingester/prepare_shutdown", http_method=["GET", "POST", "DELETE"])
+async def prepare_shutdown(request: Request, ctx: Ctx) -> Response:
+    control = ctx.extras["shutdown"]
+    if request.method == "GET":
+        return Response("set" if control.prepared() else "unset", status_code=200,
+                        media_type=PLAIN)
+    if request.method == "POST":
+        control.prepare()
+    else:
+        control.unprepare()
+    return Response(b"", status_code=204)
+
+
+@route("/ingester/shutdown", http_method=["GET", "POST"])
+async def ingester_shutdown(request: Request, ctx: Ctx) -> Response:
+    params = await read_params(request)
+    flags = {}
+    for name, default in (("flush", True), ("delete_ring_tokens", False),
+                          ("terminate", True)):
+        text = (params.get(name) or "").strip().lower()
+        if not text:
+            flags[name] = default
+        elif text in ("true", "1", "t"):
+            flags[name] = True
+        elif text in ("false", "0", "f"):
+            flags[name] = False
+        else:
+            return Response(f"invalid {name} parameter: {text!r}\n", status_code=400,
+                            media_type=PLAIN)
+    try:
+        await ctx.extras["shutdown"].shutdown(flush=flags["flush"],
+                                              terminate=flags["terminate"])
+    except RuntimeError as exc:
+        return Response(f"{exc}\n", status_code=503, media_type=PLAIN)
     return Response(b"", status_code=204)
 
 
@@ -120,4 +163,4 @@ async def ring(request: Request, ctx: Ctx) -> Response:
 
 
 handlers: list[Any] = [ready, metrics, log_level, services, buildinfo, show_config, flush,
-                       flush_tenant, ring]
+                       flush_tenant, prepare_shutdown, ingester_shutdown, ring]

@@ -59,6 +59,10 @@ class PushOutcome:
         return "; ".join(f"{n} errors like: {msg}" for msg, n in counts.items())
 
 
+# after /ingester/shutdown (services/shutdown.py), as Loki's ingester answers then
+STOPPING_TEXT = "Ingester is stopping or already stopped."
+
+
 class PushError(PlainError):
     """The whole request is refused (nothing stored); answered as Go's http.Error does."""
 
@@ -101,6 +105,7 @@ class Ingester:
         self.limits = limits
         self.levels = LevelDetector(limits.log_level_fields)
         self.on_written = on_written
+        self.stopped = False  # set by /ingester/shutdown
         self._level_md = {}  # detected_level value -> its metadata JSON text
 
     # -- validation --------------------------------------------------------------------------
@@ -252,6 +257,8 @@ class Ingester:
 
     # -- the whole push ------------------------------------------------------------------------
     async def push(self, tenant: str, raw_streams: list[RawStream]) -> PushOutcome:
+        if self.stopped:
+            raise PushError(503, STOPPING_TEXT)
         if not raw_streams:
             raise PushError(422, "error at least one valid stream is required for ingestion")
         prepared, outcome = self.prepare(raw_streams, time.time_ns())

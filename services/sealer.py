@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from services import memory
 from storage import blocks, sealing
+from storage.streams import select_stream_ids
 
 log = logging.getLogger("logstore.sealer")
 
@@ -122,9 +123,20 @@ class Sealer:
         async with self._lock:
             return await self._seal_due(everything)
 
-    async def _seal_due(self, everything: bool) -> int:
+    async def seal_tenant(self, tenant: str, matchers) -> int:
+        """Seal the whole head of one tenant's streams (those matching, if matchers are
+        given): /flush/tenant."""
+        ids = set(await self.db.read(select_stream_ids, tenant, matchers))
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._seal_due(True, ids)
+
+    async def _seal_due(self, everything: bool, only: set[int] | None = None) -> int:
         groups = await self.db.read(sealing.sealable_groups, self.clock(), self.window_ns,
                                     self.grace_ns, self.max_rows, everything)
+        if only is not None:
+            groups = [g for g in groups if g.stream_id in only]
         pending = sum(g.rows for g in groups)
         if not pending:
             await self._reclaim()  # what a round cut short (a restart) left free
