@@ -43,6 +43,7 @@ def build_context(cfg: Config) -> AppContext:
     from services import memory
     from services import sealer as sealer_service
     from services import shutdown as shutdown_service
+    from services import compactor as compactor_service
     from services.base import ServiceRegistry
     from services.context import AppContext
     from services.ingester import Ingester
@@ -61,6 +62,7 @@ def build_context(cfg: Config) -> AppContext:
     grafana.register(ctx)
     sealer_service.register(ctx)
     shutdown_service.register(ctx)
+    compactor_service.register(ctx)
     return ctx
 
 

@@ -72,6 +72,14 @@ class OtlpConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 OTLP_ACTIONS = ("index_label", "structured_metadata", "drop")
 
 
+class RetentionStream(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One `limits_config.retention_stream` rule: streams matching `selector` keep `period`
+    (ns); the highest `priority` wins, then the longest selector, then the shorter period."""
+    selector: str
+    priority: int = 0
+    period: int = 0
+
+
 class LimitsConfig(msgspec.Struct, kw_only=True):
     max_line_size: int = 256 * 1024
     max_label_names_per_series: int = 15
@@ -95,6 +103,8 @@ class LimitsConfig(msgspec.Struct, kw_only=True):
     volume_enabled: bool = True
     volume_max_series: int = 1000
     otlp_config: OtlpConfig = msgspec.field(default_factory=OtlpConfig)
+    retention_period: int = 0  # ns; 0: keep forever (used only with compactor.retention_enabled)
+    retention_stream: list[RetentionStream] = msgspec.field(default_factory=list)
 
 
 class RulerConfig(msgspec.Struct, kw_only=True):
@@ -105,6 +115,8 @@ class RulerConfig(msgspec.Struct, kw_only=True):
 class CompactorConfig(msgspec.Struct, kw_only=True):
     retention_enabled: bool = False
     compaction_interval: int = 10 * 60 * 10**9
+    # expired data is hidden from reads at once and removed from disk this much later
+    retention_delete_delay: int = 2 * 3600 * 10**9
 
 
 class PatternIngesterConfig(msgspec.Struct, kw_only=True):
@@ -177,7 +189,7 @@ LOKI_ONLY_NESTED = {
                "compactor_address", "compactor_grpc_address"},
     "limits_config": {"ingestion_rate_mb", "ingestion_burst_size_mb", "ingestion_rate_strategy",
                       "per_stream_rate_limit", "per_stream_rate_limit_burst",
-                      "max_global_streams_per_user", "max_streams_per_user", "retention_period",
+                      "max_global_streams_per_user", "max_streams_per_user",
                       "split_queries_by_interval", "max_cache_freshness_per_query",
                       "max_query_parallelism", "max_line_size_truncate", "max_chunks_per_query",
                       "unordered_writes", "shard_streams", "query_timeout_default",
@@ -186,7 +198,7 @@ LOKI_ONLY_NESTED = {
                       "bloom_gateway_enable_filtering", "tsdb_max_query_parallelism"},
     "ruler": {"storage", "rule_path", "alertmanager_url", "ring", "enable_alertmanager_v2",
               "remote_write", "wal", "enable_sharding"},
-    "compactor": {"working_directory", "delete_request_store", "retention_delete_delay",
+    "compactor": {"working_directory", "delete_request_store",
                   "retention_delete_worker_count", "shared_store"},
     "querier": {"max_concurrent", "query_ingesters_within", "engine"},
     "distributor": {"ring", "rate_store", "otlp_config"},
@@ -198,7 +210,8 @@ _SIZE_MULT = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4
 
 DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_query_length",
                    "query_timeout", "evaluation_interval", "compaction_interval",
-                   "block_window", "seal_grace_period"}
+                   "block_window", "seal_grace_period", "retention_period",
+                   "retention_delete_delay"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
                "max_decompressed_size"}
 
@@ -249,6 +262,8 @@ def _check_keys(data: dict, struct_type: type, path: str, warnings: list[str]) -
             value = _check_keys(value, sub, key, warnings)
         elif key in DURATION_FIELDS:
             value = parse_duration_ns(value)
+        elif key == "retention_stream" and path == "limits_config":
+            value = _retention_rules(value)
         elif key in SIZE_FIELDS:
             value = parse_size(value)
         out[key] = value
@@ -275,6 +290,25 @@ def config_from_dict(data: dict | None) -> Config:
         raise ConfigError(f"invalid configuration: {exc}") from None
     validate(cfg)
     return cfg
+
+
+def _retention_rules(value: Any) -> list[dict]:
+    where = "limits_config.retention_stream"
+    if not isinstance(value, list):
+        raise ConfigError(f"{where} must be a list")
+    out = []
+    for i, rule in enumerate(value):
+        if not isinstance(rule, dict) or not rule.get("selector"):
+            raise ConfigError(f"{where}[{i}] needs a selector")
+        try:
+            from logql import parse_selector
+            parse_selector(str(rule["selector"]))
+        except Exception as exc:  # noqa: BLE001 - any parse failure is a config error
+            raise ConfigError(f"{where}[{i}].selector: {exc}") from None
+        rule = dict(rule)
+        rule["period"] = parse_duration_ns(rule.get("period", 0))
+        out.append(rule)
+    return out
 
 
 def validate(cfg: Config) -> None:
@@ -373,6 +407,8 @@ def to_plain(cfg: Config) -> dict:
         if isinstance(section, dict):
             for key in DURATION_FIELDS & section.keys():
                 section[key] = prom_duration_str(section[key])
+    for rule in plain["limits_config"]["retention_stream"]:
+        rule["period"] = prom_duration_str(rule["period"])
     if plain.get("grafana", {}).get("admin_password"):
         plain["grafana"]["admin_password"] = "********"
     return plain

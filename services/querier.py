@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from config import LimitsConfig
 from logql.syntax import ast as A
@@ -37,6 +37,8 @@ class Querier:
     def __init__(self, db: Database, limits: LimitsConfig):
         self.db = db
         self.limits = limits
+        # retention (services/compactor.py): the oldest visible timestamp of a stream
+        self.cutoff_of: Callable[[dict[str, str]], int | None] | None = None
 
     def _deadline(self, began: float) -> float | None:
         timeout = self.limits.query_timeout
@@ -52,7 +54,7 @@ class Querier:
         def run(conn: Any) -> QueryResult:
             began = time.monotonic()
             stats.queue_time += began - submitted
-            reader = LogReader(conn, self._deadline(began))
+            reader = LogReader(conn, self._deadline(began), self.cutoff_of)
             if isinstance(expr, A.LogQuery):
                 result = evaluate_log_query(reader, tenant, expr, start, end, limit=limit,
                                             backward=backward, interval_ns=interval,
@@ -71,8 +73,8 @@ class Querier:
         if start >= end:
             return []
         return await self.db.read(lambda conn: evaluate_log_query(
-            LogReader(conn, self._deadline(time.monotonic())), tenant, query, start, end,
-            limit=limit, backward=True, categorize=categorize))
+            LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of), tenant, query,
+            start, end, limit=limit, backward=True, categorize=categorize))
 
     async def label_names(self, tenant: Scope, start: int, end: int,
                           matchers: Sequence[Matcher] | None) -> list[str]:

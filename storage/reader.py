@@ -25,7 +25,7 @@ import itertools
 import sqlite3
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from storage import rollups, scan, sealed
 from storage.scan import LineConditions, QueryTimeout, Row
@@ -52,9 +52,14 @@ class ScanCounts(Protocol):
 class LogReader:
     """The SQLite implementation, over one reader connection."""
 
-    def __init__(self, conn: sqlite3.Connection, deadline: float | None = None):
+    def __init__(self, conn: sqlite3.Connection, deadline: float | None = None,
+                 cutoff_of: Callable[[dict[str, str]], int | None] | None = None):
         self.conn = conn
         self.deadline = deadline
+        # retention: the oldest visible timestamp of a stream, by its labels; older lines
+        # are left out of every read (storage/retention.py removes them from disk later)
+        self.cutoff_of = cutoff_of
+        self.cutoffs: dict[int, int] = {}
 
     # -- lifetime --------------------------------------------------------------------------
     @contextmanager
@@ -96,7 +101,13 @@ class LogReader:
         overlapping [start, end]; ids ascending."""
         ids = select_stream_ids(self.conn, tenant, matchers, start, end)
         raw = stream_label_sets(self.conn, ids, tenant)
-        return {sid: dict(sorted(raw[sid].items())) for sid in ids}
+        out = {sid: dict(sorted(raw[sid].items())) for sid in ids}
+        if self.cutoff_of is not None:
+            for sid, labels in out.items():
+                cutoff = self.cutoff_of(labels)
+                if cutoff is not None:
+                    self.cutoffs[sid] = cutoff
+        return out
 
     # -- lines -----------------------------------------------------------------------------
     def lines(self, stream_ids: Sequence[int], start: int, end: int, *,
@@ -107,8 +118,12 @@ class LogReader:
         """Rows of the streams with start <= ts < end, in batches: in time order
         (`ordered`, newest first if `backward`) or stream after stream. `limited`: the
         caller may stop early, so read the cheapest way to the first rows."""
-        return LineScan(self, list(stream_ids), start, end, conditions, needles, backward,
-                        ordered, limited, counts)
+        ids = list(stream_ids)
+        cut = [self.cutoffs[i] for i in ids if i in self.cutoffs]
+        if cut and len(cut) == len(ids):
+            start = max(start, min(cut))
+        return LineScan(self, ids, start, end, conditions, needles, backward, ordered, limited,
+                        counts)
 
     # -- counts ----------------------------------------------------------------------------
     def window_counts(self, stream_ids: Sequence[int], points: list[int],
@@ -121,8 +136,33 @@ class LogReader:
         width = points[1] - points[0]
         even = all(b - a == width for a, b in zip(points, points[1:]))
         if even and width % MINUTE_NS == 0 and points[0] % MINUTE_NS == 0:
-            return self._grid_counts(stream_ids, points, want_bytes)
-        return self._edge_counts(stream_ids, points, want_bytes)
+            totals = self._grid_counts(stream_ids, points, want_bytes)
+        else:
+            totals = self._edge_counts(stream_ids, points, want_bytes)
+        if self.cutoffs:
+            self._hide_expired(totals, points, want_bytes)
+        return totals
+
+    def _hide_expired(self, totals: Totals, points: list[int], want_bytes: bool) -> None:
+        """Take the lines older than each stream's retention cutoff out of the counts:
+        buckets wholly before it are emptied, the one it cuts loses the lines before it."""
+        nb = len(points) - 1
+        cut_buckets: dict[int, int] = {}
+        for (sid, md), (lines, sizes) in totals.items():
+            cutoff = self.cutoffs.get(sid)
+            if cutoff is None or cutoff <= points[0] + 1:
+                continue
+            for i in range(nb):
+                if points[i + 1] < cutoff:
+                    lines[i] = sizes[i] = 0
+                elif points[i] < cutoff - 1:
+                    cut_buckets[sid] = i
+        for sid, i in cut_buckets.items():
+            edge = [(points[i], self.cutoffs[sid] - 1)]
+            for _, md, _, n, b in _entry_totals(self.conn, [sid], edge, want_bytes):
+                if (sid, md) in totals:
+                    totals[(sid, md)][0][i] -= n
+                    totals[(sid, md)][1][i] -= b
 
     def grouped_counts(self, group_of: dict[int, int], points: list[int],
                        want_bytes: bool) -> Totals:
@@ -131,6 +171,12 @@ class LogReader:
         nb = len(points) - 1
         totals, add = _new_totals(nb)
         if nb <= 0 or not group_of:
+            return totals
+        if any(sid in self.cutoffs for sid in group_of):  # per stream, then summed
+            for (sid, _), (lines, sizes) in self.window_counts(list(group_of), points,
+                                                               want_bytes).items():
+                for i in range(nb):
+                    add(group_of[sid], "", i, lines[i], sizes[i])
             return totals
         origin, width = points[0], points[1] - points[0]
         for grp, i, n, b in rollups.grouped_rollup_grid(self.conn, group_of, origin, width,
@@ -236,6 +282,14 @@ class LineScan:
         conn, ids, deadline = self.reader.conn, self.ids, self.reader.deadline
         if not ids or self.start >= self.end:
             return
+        cutoffs = {i: self.reader.cutoffs[i] for i in ids if i in self.reader.cutoffs}
+        if cutoffs:
+            yield from _visible(self._batches(conn, ids, deadline), cutoffs)
+        else:
+            yield from self._batches(conn, ids, deadline)
+
+    def _batches(self, conn: sqlite3.Connection, ids: list[int],
+                 deadline: float | None) -> Iterator[list[Row]]:
         blocks = self._blocks = sealed.SealedBlocks(conn, ids, self.start, self.end,
                                                     conditions=self.conditions,
                                                     needles=self.needles)
@@ -263,6 +317,14 @@ class LineScan:
                                             self._blocks)
             self.counts.lines_scanned += lines
             self.counts.bytes_scanned += size
+
+
+def _visible(batches: Iterator[list[Row]], cutoffs: dict[int, int]) -> Iterator[list[Row]]:
+    """Rows not older than their stream's retention cutoff."""
+    for rows in batches:
+        kept = [r for r in rows if r[2] >= cutoffs.get(r[1], r[2])]
+        if kept:
+            yield kept
 
 
 def utf8_len(line: str) -> int:

@@ -1,0 +1,168 @@
+"""Retention: which lines have expired, hidden from reads at once and removed by the compactor.
+
+With `compactor.retention_enabled`, a stream keeps `limits_config.retention_period` (0:
+forever) unless a `limits_config.retention_stream` rule matches its labels: then the rule
+with the highest priority decides, among equals the one with the longest selector, then the
+shorter period. `RetentionPolicy.cutoff_of(labels)` is the oldest timestamp still visible;
+the query service hands it to storage.reader.LogReader, which drops older lines from every
+read, log and metric (rollup counts included).
+
+The compactor wakes every `compactor.compaction_interval` and removes from disk what expired
+more than `compactor.retention_delete_delay` ago (storage/retention.py), in writer jobs of
+a few thousand rows so pushes keep flowing, then gives the space back. Each job is one
+transaction, and the sweep is idempotent: a kill in the middle leaves a consistent database
+and the next sweep finishes the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from prometheus_client.core import CounterMetricFamily
+
+from logql import parse_selector
+from storage import retention, sealing
+
+log = logging.getLogger("logstore.compactor")
+
+
+class RetentionPolicy:
+    def __init__(self, cfg: Any, clock: Callable[[], int] = time.time_ns):
+        self.enabled = cfg.compactor.retention_enabled
+        self.default = cfg.limits_config.retention_period
+        self.clock = clock
+        rules = []
+        for r in cfg.limits_config.retention_stream:
+            rules.append((r.priority, len(r.selector), -r.period, r.period,
+                          parse_selector(r.selector).matchers))
+        # best first: highest priority, then longest selector, then the shorter period
+        rules.sort(key=lambda x: (x[0], x[1], x[2]), reverse=True)
+        self.rules = [(period, matchers) for _, _, _, period, matchers in rules]
+
+    def period_of(self, labels: dict[str, str]) -> int:
+        for period, matchers in self.rules:
+            if all(m.matches(labels.get(m.name, "")) for m in matchers):
+                return period
+        return self.default
+
+    def cutoff_of(self, labels: dict[str, str]) -> int | None:
+        """The oldest visible timestamp of a stream with these labels (None: all)."""
+        if not self.enabled:
+            return None
+        period = self.period_of(labels)
+        return self.clock() - period if period > 0 else None
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and (self.default > 0 or any(p > 0 for p, _ in self.rules))
+
+
+class Compactor:
+    def __init__(self, db: Any, policy: RetentionPolicy, *, interval_ns: int, delay_ns: int):
+        self.db = db
+        self.policy = policy
+        self.interval = interval_ns / 1e9
+        self.delay = delay_ns
+        self._task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+        self.sweeps = 0
+        self.lines_removed = 0
+        self.blocks_removed = 0
+        self.streams_removed = 0
+        self.last_duration = 0.0
+
+    async def start(self) -> None:
+        if self.policy.active:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="compactor")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep the service; try next interval
+                log.warning("retention sweep failed: %s: %s", type(exc).__name__, exc)
+            await asyncio.sleep(self.interval)
+
+    async def run_once(self) -> int:
+        """One retention sweep; returns the lines removed."""
+        async with self._lock:
+            started = time.perf_counter()
+            removed = 0
+            streams = await self.db.read(retention.stream_labels)
+            cache = self.db.writer_cache.setdefault("streams", {})
+            for sid, (_, labels) in streams.items():
+                visible = self.policy.cutoff_of(labels)
+                if visible is None:
+                    continue
+                cut = await self.db.read(retention.disk_cutoff, sid, visible - self.delay)
+                more = True
+                while more:
+                    lines, blocks, more = await self.db.write(
+                        lambda conn, s=sid, c=cut: retention.expire(conn, s, c))
+                    removed += lines
+                    self.blocks_removed += blocks
+                if await self.db.write(
+                        lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
+                    self.streams_removed += 1
+            before = None
+            while True:  # hand the freed pages back, a few thousand per writer job
+                left = await self.db.write(sealing.reclaim_space)
+                if left < sealing.MIN_FREE_PAGES or left == before:
+                    break
+                before = left
+            self.sweeps += 1
+            self.lines_removed += removed
+            self.last_duration = time.perf_counter() - started
+            if removed:
+                log.info("retention sweep removed %d lines in %.1f s", removed,
+                         self.last_duration)
+            return removed
+
+
+class _CompactorCollector:
+    def __init__(self, compactor: Compactor):
+        self.c = compactor
+
+    def collect(self):
+        yield CounterMetricFamily("logstore_compactor_retention_sweeps",
+                                  "Retention sweeps the compactor ran.", value=self.c.sweeps)
+        yield CounterMetricFamily("logstore_compactor_retention_lines_removed",
+                                  "Lines the retention sweeps removed from disk.",
+                                  value=self.c.lines_removed)
+        yield CounterMetricFamily("logstore_compactor_streams_removed",
+                                  "Streams removed because no line was left.",
+                                  value=self.c.streams_removed)
+
+
+def register(ctx: Any) -> Compactor:
+    policy = RetentionPolicy(ctx.config)
+    compactor = Compactor(ctx.db, policy, interval_ns=ctx.config.compactor.compaction_interval,
+                          delay_ns=ctx.config.compactor.retention_delete_delay)
+    ctx.extras["retention"] = policy
+    ctx.extras["compactor"] = compactor
+    ctx.querier.cutoff_of = policy.cutoff_of if policy.active else None
+    ctx.metrics.registry.register(_CompactorCollector(compactor))
+
+    async def on_start(_ctx: Any) -> None:
+        await compactor.start()
+
+    async def on_stop(_ctx: Any) -> None:
+        await compactor.stop()
+
+    ctx.extras.setdefault("on_start", []).append(on_start)
+    ctx.extras.setdefault("on_stop", []).append(on_stop)
+    return compactor
