@@ -34,8 +34,8 @@ SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
 def route_modules() -> list:
-    from routes import admin, grafana, legacy, meta, otlp, push, query, tail
-    return [push, otlp, meta, admin, grafana, query, tail, legacy]
+    from routes import admin, delete, grafana, legacy, meta, otlp, push, query, tail
+    return [push, otlp, meta, admin, grafana, query, tail, legacy, delete]
 
 
 def build_context(cfg: Config) -> AppContext:
@@ -44,6 +44,7 @@ def build_context(cfg: Config) -> AppContext:
     from services import sealer as sealer_service
     from services import shutdown as shutdown_service
     from services import compactor as compactor_service
+    from services import deletes as deletes_service
     from services.base import ServiceRegistry
     from services.context import AppContext
     from services.ingester import Ingester
@@ -62,6 +63,7 @@ def build_context(cfg: Config) -> AppContext:
     grafana.register(ctx)
     sealer_service.register(ctx)
     shutdown_service.register(ctx)
+    deletes_service.register(ctx)
     compactor_service.register(ctx)
     return ctx
 

@@ -104,6 +104,8 @@ class LimitsConfig(msgspec.Struct, kw_only=True):
     volume_max_series: int = 1000
     otlp_config: OtlpConfig = msgspec.field(default_factory=OtlpConfig)
     retention_period: int = 0  # ns; 0: keep forever (used only with compactor.retention_enabled)
+    # the log deletion API: disabled, filter-only (hide at query time) or filter-and-delete
+    deletion_mode: str = "filter-and-delete"
     retention_stream: list[RetentionStream] = msgspec.field(default_factory=list)
 
 
@@ -117,6 +119,10 @@ class CompactorConfig(msgspec.Struct, kw_only=True):
     compaction_interval: int = 10 * 60 * 10**9
     # expired data is hidden from reads at once and removed from disk this much later
     retention_delete_delay: int = 2 * 3600 * 10**9
+    # a delete request can be cancelled this long; then its lines are removed from disk
+    delete_request_cancel_period: int = 24 * 3600 * 10**9
+    # delete requests with line filters are split into pieces this long
+    delete_max_interval: int = 24 * 3600 * 10**9
 
 
 class PatternIngesterConfig(msgspec.Struct, kw_only=True):
@@ -194,7 +200,7 @@ LOKI_ONLY_NESTED = {
                       "max_query_parallelism", "max_line_size_truncate", "max_chunks_per_query",
                       "unordered_writes", "shard_streams", "query_timeout_default",
                       "max_concurrent_tail_requests", "increment_duplicate_timestamp",
-                      "allow_deletes", "deletion_mode", "max_query_lookback",
+                      "allow_deletes", "max_query_lookback",
                       "bloom_gateway_enable_filtering", "tsdb_max_query_parallelism"},
     "ruler": {"storage", "rule_path", "alertmanager_url", "ring", "enable_alertmanager_v2",
               "remote_write", "wal", "enable_sharding"},
@@ -211,7 +217,8 @@ _SIZE_MULT = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4
 DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_query_length",
                    "query_timeout", "evaluation_interval", "compaction_interval",
                    "block_window", "seal_grace_period", "retention_period",
-                   "retention_delete_delay"}
+                   "retention_delete_delay", "delete_request_cancel_period",
+                   "delete_max_interval"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
                "max_decompressed_size"}
 
@@ -316,6 +323,9 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"unrecognized log level {cfg.server.log_level!r}")
     if cfg.storage.synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ConfigError("storage.synchronous must be one of off, normal, full, extra")
+    if cfg.limits_config.deletion_mode not in ("disabled", "filter-only", "filter-and-delete"):
+        raise ConfigError("limits_config.deletion_mode must be one of disabled, filter-only, "
+                          "filter-and-delete")
     if cfg.storage.block_window <= 0:
         raise ConfigError("storage.block_window must be a positive duration")
     if cfg.storage.seal_grace_period < 0:

@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from logql import parse_selector
 from storage import retention, sealing
@@ -61,9 +61,11 @@ class RetentionPolicy:
 
 
 class Compactor:
-    def __init__(self, db: Any, policy: RetentionPolicy, *, interval_ns: int, delay_ns: int):
+    def __init__(self, db: Any, policy: RetentionPolicy, *, interval_ns: int, delay_ns: int,
+                 deletions: Any = None):
         self.db = db
         self.policy = policy
+        self.deletions = deletions
         self.interval = interval_ns / 1e9
         self.delay = delay_ns
         self._task: asyncio.Task | None = None
@@ -75,7 +77,7 @@ class Compactor:
         self.last_duration = 0.0
 
     async def start(self) -> None:
-        if self.policy.active:
+        if self.policy.active or (self.deletions is not None and self.deletions.enabled):
             self._task = asyncio.get_running_loop().create_task(self._run(), name="compactor")
 
     async def stop(self) -> None:
@@ -104,6 +106,8 @@ class Compactor:
             removed = 0
             streams = await self.db.read(retention.stream_labels)
             cache = self.db.writer_cache.setdefault("streams", {})
+            if self.deletions is not None:
+                removed += await self.deletions.process_due(streams)
             for sid, (_, labels) in streams.items():
                 visible = self.policy.cutoff_of(labels)
                 if visible is None:
@@ -146,12 +150,24 @@ class _CompactorCollector:
         yield CounterMetricFamily("logstore_compactor_streams_removed",
                                   "Streams removed because no line was left.",
                                   value=self.c.streams_removed)
+        if self.c.deletions is not None:
+            d = self.c.deletions
+            yield CounterMetricFamily("logstore_compactor_delete_pieces_processed",
+                                      "Delete request pieces removed from disk.",
+                                      value=d.pieces_processed)
+            yield CounterMetricFamily("logstore_compactor_deleted_lines",
+                                      "Lines delete requests removed from disk.",
+                                      value=d.lines_deleted)
+        yield GaugeMetricFamily("logstore_compactor_last_sweep_seconds",
+                                "How long the last compactor sweep took.",
+                                value=self.c.last_duration)
 
 
 def register(ctx: Any) -> Compactor:
     policy = RetentionPolicy(ctx.config)
     compactor = Compactor(ctx.db, policy, interval_ns=ctx.config.compactor.compaction_interval,
-                          delay_ns=ctx.config.compactor.retention_delete_delay)
+                          delay_ns=ctx.config.compactor.retention_delete_delay,
+                          deletions=ctx.extras.get("deletions"))
     ctx.extras["retention"] = policy
     ctx.extras["compactor"] = compactor
     ctx.querier.cutoff_of = policy.cutoff_of if policy.active else None

@@ -39,6 +39,8 @@ class Querier:
         self.limits = limits
         # retention (services/compactor.py): the oldest visible timestamp of a stream
         self.cutoff_of: Callable[[dict[str, str]], int | None] | None = None
+        # log deletion (services/deletes.py): what pending delete requests hide, per stream
+        self.deletes_of: Callable[[str, dict[str, str]], list] | None = None
 
     def _deadline(self, began: float) -> float | None:
         timeout = self.limits.query_timeout
@@ -54,7 +56,7 @@ class Querier:
         def run(conn: Any) -> QueryResult:
             began = time.monotonic()
             stats.queue_time += began - submitted
-            reader = LogReader(conn, self._deadline(began), self.cutoff_of)
+            reader = LogReader(conn, self._deadline(began), self.cutoff_of, self.deletes_of)
             if isinstance(expr, A.LogQuery):
                 result = evaluate_log_query(reader, tenant, expr, start, end, limit=limit,
                                             backward=backward, interval_ns=interval,
@@ -73,7 +75,8 @@ class Querier:
         if start >= end:
             return []
         return await self.db.read(lambda conn: evaluate_log_query(
-            LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of), tenant, query,
+            LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of, self.deletes_of),
+            tenant, query,
             start, end, limit=limit, backward=True, categorize=categorize))
 
     async def label_names(self, tenant: Scope, start: int, end: int,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
+from bisect import bisect_left
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
@@ -53,9 +54,14 @@ class LogReader:
     """The SQLite implementation, over one reader connection."""
 
     def __init__(self, conn: sqlite3.Connection, deadline: float | None = None,
-                 cutoff_of: Callable[[dict[str, str]], int | None] | None = None):
+                 cutoff_of: Callable[[dict[str, str]], int | None] | None = None,
+                 deletes_of: Callable[[str, dict[str, str]], list] | None = None):
         self.conn = conn
         self.deadline = deadline
+        # delete requests: (start, end, line predicate) per stream, by tenant and labels;
+        # the lines they name are left out of every read until they are gone from disk
+        self.deletes_of = deletes_of
+        self.deletes: dict[int, list[tuple[int, int, Callable[[str], bool]]]] = {}
         # retention: the oldest visible timestamp of a stream, by its labels; older lines
         # are left out of every read (storage/retention.py removes them from disk later)
         self.cutoff_of = cutoff_of
@@ -107,6 +113,13 @@ class LogReader:
                 cutoff = self.cutoff_of(labels)
                 if cutoff is not None:
                     self.cutoffs[sid] = cutoff
+        if self.deletes_of is not None:
+            for sid, labels in out.items():
+                own = labels.get("__tenant_id__", tenant) if not isinstance(tenant, str) \
+                    else tenant
+                found = self.deletes_of(own, labels)
+                if found:
+                    self.deletes[sid] = found
         return out
 
     # -- lines -----------------------------------------------------------------------------
@@ -141,7 +154,33 @@ class LogReader:
             totals = self._edge_counts(stream_ids, points, want_bytes)
         if self.cutoffs:
             self._hide_expired(totals, points, want_bytes)
+        if self.deletes:
+            self._hide_deleted(totals, stream_ids, points)
         return totals
+
+    def _hide_deleted(self, totals: Totals, stream_ids: Sequence[int],
+                      points: list[int]) -> None:
+        """Take the lines delete requests name out of the counts: the streams' lines in the
+        requests' ranges are read and each picked one is subtracted from its bucket."""
+        for sid in stream_ids:
+            found = self.deletes.get(sid)
+            if not found:
+                continue
+            lo = max(points[0] + 1, min(f[0] for f in found), self.cutoffs.get(sid, 0))
+            hi = min(points[-1], max(f[1] for f in found))
+            if lo > hi:
+                continue
+            blocks = sealed.SealedBlocks(self.conn, [sid], lo, hi + 1)
+            for rows in scan.scan_by_stream(self.conn, [sid], lo, hi + 1,
+                                            deadline=self.deadline, sealed=blocks):
+                for _, _, ts, line, md in rows:
+                    if not any(a <= ts <= b and pick(line) for a, b, pick in found):
+                        continue
+                    t = totals.get((sid, md or ""))
+                    if t is not None:
+                        i = bisect_left(points, ts) - 1
+                        t[0][i] -= 1
+                        t[1][i] -= utf8_len(line)
 
     def _hide_expired(self, totals: Totals, points: list[int], want_bytes: bool) -> None:
         """Take the lines older than each stream's retention cutoff out of the counts:
@@ -172,7 +211,8 @@ class LogReader:
         totals, add = _new_totals(nb)
         if nb <= 0 or not group_of:
             return totals
-        if any(sid in self.cutoffs for sid in group_of):  # per stream, then summed
+        if any(sid in self.cutoffs or sid in self.deletes for sid in group_of):
+            # per stream (what retention or deletes hide is taken out there), then summed
             for (sid, _), (lines, sizes) in self.window_counts(list(group_of), points,
                                                                want_bytes).items():
                 for i in range(nb):
@@ -283,8 +323,9 @@ class LineScan:
         if not ids or self.start >= self.end:
             return
         cutoffs = {i: self.reader.cutoffs[i] for i in ids if i in self.reader.cutoffs}
-        if cutoffs:
-            yield from _visible(self._batches(conn, ids, deadline), cutoffs)
+        deleted = {i: self.reader.deletes[i] for i in ids if i in self.reader.deletes}
+        if cutoffs or deleted:
+            yield from _visible(self._batches(conn, ids, deadline), cutoffs, deleted)
         else:
             yield from self._batches(conn, ids, deadline)
 
@@ -319,10 +360,13 @@ class LineScan:
             self.counts.bytes_scanned += size
 
 
-def _visible(batches: Iterator[list[Row]], cutoffs: dict[int, int]) -> Iterator[list[Row]]:
-    """Rows not older than their stream's retention cutoff."""
+def _visible(batches: Iterator[list[Row]], cutoffs: dict[int, int],
+             deleted: dict[int, list]) -> Iterator[list[Row]]:
+    """Rows not older than their stream's retention cutoff and named by no delete request."""
     for rows in batches:
-        kept = [r for r in rows if r[2] >= cutoffs.get(r[1], r[2])]
+        kept = [r for r in rows if r[2] >= cutoffs.get(r[1], r[2])
+                and not any(a <= r[2] <= b and pick(r[3])
+                            for a, b, pick in deleted.get(r[1], ()))]
         if kept:
             yield kept
 

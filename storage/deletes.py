@@ -1,0 +1,154 @@
+"""Delete requests in SQLite, and removing the lines they name from the head and the blocks.
+
+Requests: `add`, `pieces`, `cancel`, `mark_processed`, cache generation numbers.
+
+Physical deletion (the compactor, services/deletes.py) works one stream and one piece at a
+time: `head_matches` lists the head rows a predicate picks, `delete_head_rows` removes them
+and takes them out of the rollups; `blocks_overlapping` lists the sealed blocks in range,
+`rewrite_block` replaces one block by the same block without the picked rows (or removes
+it). Each writer step is one transaction and checks that what it read is still there, so a
+crash leaves either the old or the new state, and running the work again removes nothing
+twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from typing import Callable, Sequence
+
+from storage import blocks as B
+
+MINUTE_NS = 60 * 10**9
+
+
+# -- requests --------------------------------------------------------------------------------
+
+def add(conn: sqlite3.Connection, tenant: str, request_id: str, query: str,
+        pieces: Sequence[tuple[int, int]], created_at: float) -> None:
+    conn.executemany(
+        "INSERT INTO delete_requests (tenant, request_id, seq, query, start_ns, end_ns, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(tenant, request_id, i, query, a, b, created_at) for i, (a, b) in enumerate(pieces)])
+    bump_generation(conn, tenant)
+
+
+def exists(conn: sqlite3.Connection, tenant: str, request_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM delete_requests WHERE tenant = ? AND request_id = ?",
+                        (tenant, request_id)).fetchone() is not None
+
+
+def pieces(conn: sqlite3.Connection, tenant: str | None = None) -> list[tuple]:
+    """(tenant, request_id, seq, query, start_ns, end_ns, created_at, processed), of one
+    tenant or all, oldest first."""
+    sql = ("SELECT tenant, request_id, seq, query, start_ns, end_ns, created_at, processed "
+           "FROM delete_requests")
+    if tenant is None:
+        return conn.execute(sql + " ORDER BY created_at, request_id, seq").fetchall()
+    return conn.execute(sql + " WHERE tenant = ? ORDER BY created_at, request_id, seq",
+                        (tenant,)).fetchall()
+
+
+def cancel(conn: sqlite3.Connection, tenant: str, request_id: str) -> None:
+    conn.execute("DELETE FROM delete_requests WHERE tenant = ? AND request_id = ?",
+                 (tenant, request_id))
+    bump_generation(conn, tenant)
+
+
+def mark_processed(conn: sqlite3.Connection, tenant: str, request_id: str, seq: int) -> None:
+    conn.execute("UPDATE delete_requests SET processed = 1 WHERE tenant = ? AND request_id = ? "
+                 "AND seq = ?", (tenant, request_id, seq))
+    bump_generation(conn, tenant)
+
+
+def generation(conn: sqlite3.Connection, tenant: str) -> int:
+    row = conn.execute("SELECT generation FROM cache_generation WHERE tenant = ?",
+                       (tenant,)).fetchone()
+    return row[0] if row else 0
+
+
+def bump_generation(conn: sqlite3.Connection, tenant: str) -> None:
+    conn.execute("INSERT INTO cache_generation (tenant, generation) VALUES (?, 1) "
+                 "ON CONFLICT (tenant) DO UPDATE SET generation = generation + 1", (tenant,))
+
+
+# -- physical deletion -----------------------------------------------------------------------
+
+Pick = Callable[[str], bool]
+
+
+def head_matches(conn: sqlite3.Connection, stream_id: int, start: int, end: int,
+                 pick: Pick) -> list[tuple[int, int, str, str | None]]:
+    """(id, ts, line, metadata) of the head rows with start <= ts <= end that `pick` names."""
+    return [r for r in conn.execute(
+        "SELECT id, ts, line, metadata FROM entries WHERE stream_id = ? AND ts >= ? AND ts <= ?",
+        (stream_id, start, end)) if pick(r[2])]
+
+
+def delete_head_rows(conn: sqlite3.Connection, stream_id: int,
+                     rows: Sequence[tuple[int, int, str, str | None]]) -> int:
+    """Remove these head rows (writer) and their share of the rollups; rows already gone
+    are skipped. Returns the rows removed."""
+    present = {r[0] for r in conn.execute(
+        "SELECT id FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps([r[0] for r in rows]),))}
+    gone = [r for r in rows if r[0] in present]
+    conn.execute("DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))",
+                 (json.dumps([r[0] for r in gone]),))
+    _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in gone])
+    return len(gone)
+
+
+def blocks_overlapping(conn: sqlite3.Connection, stream_id: int, start: int,
+                       end: int) -> list[int]:
+    return [r[0] for r in conn.execute(
+        "SELECT id FROM blocks WHERE stream_id = ? AND max_ts >= ? AND min_ts <= ?",
+        (stream_id, start, end))]
+
+
+def block_rows(conn: sqlite3.Connection, block_id: int) -> list[tuple[int, int, str, str | None]]:
+    """(id, ts, line, metadata) of every row of a block."""
+    r = conn.execute("SELECT rows, flags, keys, lengths, metadata, lines FROM blocks "
+                     "WHERE id = ?", (block_id,)).fetchone()
+    if r is None:
+        return []
+    ts, ids = B.decode_keys(r[2], r[0])
+    lines = B.decode_lines(r[5], B.decode_lengths(r[3]), bool(r[1] & B.FLAG_ASCII))
+    mds = B.decode_metadata(r[4], r[0])
+    return list(zip(ids, ts, lines, mds))
+
+
+def rewrite_block(conn: sqlite3.Connection, stream_id: int, block_id: int,
+                  keep: Sequence[tuple[int, int, str, str | None]],
+                  removed: Sequence[tuple[int, int, str, str | None]],
+                  encoded: B.EncodedBlock | None) -> bool:
+    """Replace a block by `encoded` (its kept rows; None: nothing kept) and take the removed
+    rows out of the rollups (writer). False, changing nothing, if the block is gone."""
+    if conn.execute("DELETE FROM blocks WHERE id = ?", (block_id,)).rowcount != 1:
+        return False
+    if encoded is not None:
+        b = encoded
+        conn.execute(
+            "INSERT INTO blocks (stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, "
+            "flags, aligned, md_names, bloom, keys, lengths, metadata, lines) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (stream_id, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
+             b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines))
+    _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in removed])
+    return True
+
+
+def _uncount(conn: sqlite3.Connection, stream_id: int,
+             rows: Sequence[tuple[int, str, str | None]]) -> None:
+    """Take rows (ts, line, metadata) out of the per-minute rollups, exactly."""
+    tallies: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0])
+    for ts, line, md in rows:
+        t = tallies[(ts - ts % MINUTE_NS, md or "")]
+        t[0] += 1
+        t[1] += len(line.encode("utf-8", "surrogatepass"))
+    for (minute, md), (n, size) in tallies.items():
+        conn.execute("UPDATE rollups SET lines = lines - ?, bytes = bytes - ? "
+                     "WHERE stream_id = ? AND minute = ? AND metadata = ?",
+                     (n, size, stream_id, minute, md))
+    conn.execute("DELETE FROM rollups WHERE stream_id = ? AND lines <= 0", (stream_id,))

@@ -1,0 +1,209 @@
+"""The log deletion API (spec/http-api.md section 14): every error text, the user's story on
+the loghub OpenSSH set (lines gone from log queries and counts at once, and from disk after
+the cancel period), cancelling, splitting, tenants, cache generation numbers."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter
+from datetime import datetime, timezone
+
+import pytest
+
+from tests.conftest import loghub_lines
+from tests.helpers import JSON_HEADERS, PUSH, push_body, stored
+
+DELETE = "/logstore/api/v1/delete"
+H = 3600 * 10**9
+T0 = 1_700_000_000 * 10**9  # 2023-11-14T22:13:20Z
+ON = {"limits_config": {"reject_old_samples": False},
+      "compactor": {"retention_enabled": True}}
+
+
+def sec(ns: int) -> str:
+    return str(ns // 10**9)
+
+
+@pytest.fixture
+def client(make_client):
+    c = make_client(ON)
+    clock = {"now": T0 + 10 * H}
+    c.app.state.ctx.extras["deletions"].clock = lambda: clock["now"]
+    c.clock = clock
+    return c
+
+
+@pytest.mark.parametrize("config", [
+    {"limits_config": {"reject_old_samples": False}},
+    {"compactor": {"retention_enabled": True}, "limits_config": {"deletion_mode": "disabled"}},
+])
+def test_disabled_answers_retention_is_not_enabled(make_client, config):
+    c = make_client(config)
+    for method in ("POST", "PUT", "GET", "DELETE"):
+        r = c.request(method, DELETE, params={"query": '{a="b"}', "start": sec(T0),
+                                               "request_id": "x"})
+        assert (r.status_code, r.text) == (400, "Retention is not enabled\n"), method
+
+
+@pytest.mark.parametrize("params, text", [
+    ({"start": sec(T0)}, "query not set"),
+    ({"query": '{a="b"', "start": sec(T0)}, "invalid query expression"),
+    ({"query": 'count_over_time({a="b"}[1m])', "start": sec(T0)}, "invalid query expression"),
+    ({"query": '{a="b"} | json', "start": sec(T0)}, "invalid query expression"),
+    ({"query": '{a="b"}'}, "start time not set"),
+    ({"query": '{a="b"}', "start": "12345"},
+     "invalid start time: require unix seconds or RFC3339 format"),
+    ({"query": '{a="b"}', "start": sec(T0), "end": "yesterday"},
+     "invalid end time: require unix seconds or RFC3339 format"),
+    ({"query": '{a="b"}', "start": sec(T0), "end": sec(T0 + 11 * H)},
+     "deletes in the future are not allowed"),
+    ({"query": '{a="b"}', "start": sec(T0 + H), "end": sec(T0 + H)},
+     "start time can't be greater than or equal to end time"),
+    ({"query": '{a="b"} |= "x"', "start": sec(T0), "end": sec(T0 + 2 * H),
+      "max_interval": "1d"}, "invalid max_interval: valid time units are 's', 'm', 'h'"),
+    ({"query": '{a="b"} |= "x"', "start": sec(T0 - 48 * H), "end": sec(T0 + 2 * H),
+      "max_interval": "25h"}, "max_interval can't be greater than 24h0m0s"),
+    ({"query": '{a="b"} |= "x"', "start": sec(T0), "end": sec(T0 + H),
+      "max_interval": "2h"}, "max_interval can't be greater than the interval to be deleted "
+                             "(1h0m0s)"),
+])
+def test_create_errors(client, params, text):
+    r = client.post(DELETE, params=params)
+    assert (r.status_code, r.text) == (400, text + "\n")
+
+
+def test_cancel_errors_and_tenants(make_client):
+    c = make_client({**ON, "auth_enabled": True})
+    a, b = {"X-Scope-OrgID": "a"}, {"X-Scope-OrgID": "b"}
+    r = c.post(DELETE, params={"query": '{app="x"}', "start": "2023-11-14T00:00:00Z",
+                               "end": "2023-11-14T01:00:00Z"}, headers=a)
+    assert r.status_code == 204
+    rid = r.headers["X-Delete-Request-ID"]
+    assert re.fullmatch(r"[0-9a-f]{8}", rid)
+    assert c.get(DELETE, headers=b).json() == []
+    r = c.delete(DELETE, params={"request_id": rid}, headers=b)
+    assert (r.status_code, r.text) == (404, "could not find delete request with given id\n")
+    got = c.get(DELETE, headers=a).json()
+    assert [(g["request_id"], g["start_time"], g["end_time"], g["query"], g["status"],
+             g["user_id"]) for g in got] == [
+        (rid, 1699920000, 1699923600, '{app="x"}', "received", "")]
+    assert c.delete(DELETE, params={"request_id": rid}, headers=a).status_code == 204
+    assert c.get(DELETE, headers=a).json() == []
+    assert c.post(DELETE, params={"query": '{app="x"}', "start": "1"},
+                  headers={}).status_code == 401
+
+
+def test_split_requests_report_progress_and_need_force(client):
+    r = client.post(DELETE, params={"query": '{app="x"} |= "secret"', "start": sec(T0),
+                                    "end": sec(T0 + 4 * H), "max_interval": "1h"})
+    assert r.status_code == 204
+    rid = r.headers["X-Delete-Request-ID"]
+    conn = sqlite3.connect(client.app.state.ctx.db.path)
+    assert conn.execute("SELECT count(*) FROM delete_requests").fetchone()[0] == 4
+    conn.execute("UPDATE delete_requests SET processed = 1 WHERE seq = 0")
+    conn.commit()
+    conn.close()
+    assert client.get(DELETE).json()[0]["status"] == "25% Complete"
+    r = client.delete(DELETE, params={"request_id": rid})
+    assert r.status_code == 400
+    assert r.text == ("Cancellation of partially completed delete request or delete request "
+                      "past the deadline of 24h0m0s since its creation is not allowed. To "
+                      "force, use the ?force query parameter\n")
+    assert client.delete(DELETE, params={"request_id": rid, "force": "true"}).status_code == 204
+
+
+def test_cache_generation_numbers(client):
+    path = "/logstore/api/v1/cache/generation_numbers"
+    first = client.get(path).json()
+    assert isinstance(first, str)
+    assert client.post(path + "/increase").status_code == 204
+    assert client.get(path).json() == str(int(first) + 1)
+    client.post(DELETE, params={"query": '{app="x"}', "start": sec(T0)})
+    assert client.get(path).json() == str(int(first) + 2)
+
+
+def _openssh() -> list[tuple[int, str]]:
+    out = []
+    for line in loghub_lines("OpenSSH"):
+        dt = datetime.strptime("2023 " + line[:15], "%Y %b %d %H:%M:%S")
+        out.append((int(dt.replace(tzinfo=timezone.utc).timestamp()) * 10**9, line))
+    return out
+
+
+def _lines(client, start: int, end: int) -> Counter:
+    r = client.get("/logstore/api/v1/query_range", params={
+        "query": '{job="openssh"}', "start": str(start), "end": str(end), "limit": "5000"})
+    assert r.status_code == 200, r.text
+    return Counter((int(ts), line) for s in r.json()["data"]["result"] for ts, line in s["values"])
+
+
+def _count(client, at: int) -> int:
+    r = client.get("/logstore/api/v1/query", params={
+        "query": 'sum(count_over_time({job="openssh"}[2d]))', "time": str(at)}).json()
+    return int(r["data"]["result"][0]["value"][1])
+
+
+def test_delete_story_on_openssh(make_client):
+    c = make_client({**ON, "limits_config": {"reject_old_samples": False,
+                                             "max_entries_limit_per_query": 10000}})
+    entries = _openssh()
+    for i in range(0, len(entries), 500):
+        body = push_body({"job": "openssh"}, [[str(ts), l] for ts, l in entries[i:i + 500]])
+        assert c.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+    everything = Counter(set(entries))  # exact repeats are stored once
+    day = int(datetime(2023, 12, 10, tzinfo=timezone.utc).timestamp()) * 10**9
+    now = day + 30 * H
+    deletions = c.app.state.ctx.extras["deletions"]
+    deletions.clock = lambda: now
+    lo, hi = day - H, day + 25 * H
+    assert _lines(c, lo, hi) == everything
+
+    r = c.post(DELETE, params={"query": '{job="openssh"} |= "Failed password for root"',
+                               "start": sec(day), "end": sec(day + 24 * H - 10**9)})
+    assert r.status_code == 204
+    gone = Counter({k: v for k, v in everything.items() if "Failed password for root" in k[1]})
+    assert 300 < sum(gone.values()) < 400
+    kept = everything - gone
+    assert _lines(c, lo, hi) == kept
+    assert _count(c, hi) == sum(kept.values())
+
+    # sealed: same answers
+    assert c.post("/flush").status_code == 204
+    assert _lines(c, lo, hi) == kept
+    assert _count(c, hi) == sum(kept.values())
+
+    # within the cancel period the compactor leaves it; after it, the lines leave the disk
+    compactor = c.app.state.ctx.extras["compactor"]
+    c.blocking_portal.call(compactor.run_once)
+    assert c.get(DELETE).json()[0]["status"] == "received"
+    now += 25 * H
+    c.blocking_portal.call(compactor.run_once)
+    assert c.get(DELETE).json()[0]["status"] == "processed"
+    on_disk = Counter((r[2], r[3]) for r in stored(c.app.state.ctx.db.path))
+    assert on_disk == kept
+    assert _lines(c, lo, hi) == kept
+    assert _count(c, hi) == sum(kept.values())
+    r = c.delete(DELETE, params={"request_id": c.get(DELETE).json()[0]["request_id"]})
+    assert (r.status_code, r.text) == (
+        400, "deletion of request which is in process or already processed is not allowed\n")
+
+
+def test_delete_range_is_inclusive_and_cancel_brings_lines_back(client):
+    values = [[str(T0 + i * 10**9), f"line {i} secret" if i % 2 else f"line {i}"]
+              for i in range(10)]
+    client.post(PUSH, content=push_body({"app": "x"}, values), headers=JSON_HEADERS)
+    r = client.post(DELETE, params={"query": '{app="x"} |= "secret"', "start": sec(T0 + 3 * 10**9),
+                                    "end": sec(T0 + 7 * 10**9)})
+    rid = r.headers["X-Delete-Request-ID"]
+
+    def visible():
+        r = client.get("/logstore/api/v1/query_range", params={
+            "query": '{app="x"}', "start": str(T0), "end": str(T0 + 20 * 10**9),
+            "direction": "forward"}).json()["data"]["result"]
+        return [v[1] for s in r for v in s["values"]]
+
+    assert visible() == [f"line {i}" + (" secret" if i % 2 else "") for i in range(10)
+                         if not (i % 2 and 3 <= i <= 7)]
+    assert client.delete(DELETE, params={"request_id": rid}).status_code == 204
+    assert len(visible()) == 10
