@@ -43,9 +43,10 @@ OTLP_INDEX_ALL = ("limits_config:\n  otlp_config:\n    resource_attributes:\n"
 def start_server(data_dir: Path, port: int, extra: str = "") -> subprocess.Popen:
     cfg = data_dir.parent / "bench-config.yaml"
     cfg.write_text(f"common:\n  path_prefix: {data_dir}\nserver:\n  log_level: warn\n{extra}")
+    log = open(data_dir.parent / "server.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--config", str(cfg),
                              "--port", str(port)], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

@@ -106,8 +106,14 @@ class Compactor:
             removed = 0
             streams = await self.db.read(retention.stream_labels)
             cache = self.db.writer_cache.setdefault("streams", {})
+            emptied: set[int] = set()
             if self.deletions is not None:
                 removed += await self.deletions.process_due(streams)
+                emptied, self.deletions.touched = self.deletions.touched, set()
+            for sid in emptied:
+                if await self.db.write(
+                        lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
+                    self.streams_removed += 1
             for sid, (_, labels) in streams.items():
                 visible = self.policy.cutoff_of(labels)
                 if visible is None:
@@ -158,6 +164,11 @@ class _CompactorCollector:
             yield CounterMetricFamily("logstore_compactor_deleted_lines",
                                       "Lines delete requests removed from disk.",
                                       value=d.lines_deleted)
+            by_status = GaugeMetricFamily("logstore_compactor_delete_requests",
+                                          "Delete requests by status.", labels=["status"])
+            for status, n in sorted(d.status_counts.items()):
+                by_status.add_metric([status], n)
+            yield by_status
         yield GaugeMetricFamily("logstore_compactor_last_sweep_seconds",
                                 "How long the last compactor sweep took.",
                                 value=self.c.last_duration)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -39,7 +40,17 @@ MINUTE_NS = 60 * 10**9
 FLAG_BACKSLASH = 1
 FLAG_ASCII = 2
 
-_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+# A ZstdCompressor must not be used by two threads at once (its output is then corrupt):
+# the sealer and the compactor encode blocks on different reader threads.
+_local = threading.local()
+
+
+def _compress(data: bytes) -> bytes:
+    c = getattr(_local, "compressor", None)
+    if c is None:
+        c = _local.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return c.compress(data)
+
 _metadata_decoder = msgspec.json.Decoder(dict)
 
 
@@ -87,7 +98,7 @@ def encode(rows: Sequence[tuple[int, int, str, str | None]]) -> EncodedBlock:
         index = np.fromiter((-1 if md is None else slot[md] for md in mds), dtype=np.int32,
                             count=len(mds))
         table = json.dumps(distinct, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        md_column = _compressor.compress(index.tobytes() + table)
+        md_column = _compress(index.tobytes() + table)
         for md in distinct:
             names.update(_metadata_decoder.decode(md))
     else:
@@ -98,9 +109,9 @@ def encode(rows: Sequence[tuple[int, int, str, str | None]]) -> EncodedBlock:
         min_id=int(ids.min()), max_id=int(ids.max()), flags=flags,
         aligned=int(np.count_nonzero(ts % MINUTE_NS == 0)),
         md_names="\n".join(sorted(names)), bloom=build_bloom(body),
-        keys=_compressor.compress(keys.tobytes()),
-        lengths=_compressor.compress(lengths.tobytes()), metadata=md_column,
-        lines=_compressor.compress(body))
+        keys=_compress(keys.tobytes()),
+        lengths=_compress(lengths.tobytes()), metadata=md_column,
+        lines=_compress(body))
 
 
 def _deltas(values: np.ndarray) -> np.ndarray:

@@ -187,6 +187,9 @@ def test_delete_story_on_openssh(make_client):
     r = c.delete(DELETE, params={"request_id": c.get(DELETE).json()[0]["request_id"]})
     assert (r.status_code, r.text) == (
         400, "deletion of request which is in process or already processed is not allowed\n")
+    metrics = c.get("/metrics").text
+    assert 'logstore_compactor_delete_requests{status="processed"} 1.0' in metrics
+    assert f"logstore_compactor_deleted_lines_total {float(sum(gone.values()))}" in metrics
 
 
 def test_delete_range_is_inclusive_and_cancel_brings_lines_back(client):
@@ -207,3 +210,62 @@ def test_delete_range_is_inclusive_and_cancel_brings_lines_back(client):
                          if not (i % 2 and 3 <= i <= 7)]
     assert client.delete(DELETE, params={"request_id": rid}).status_code == 204
     assert len(visible()) == 10
+
+
+def test_sigkill_during_compaction_then_restart(make_server, tmp_path):
+    import time as _time
+
+    import httpx
+
+    config = {"limits_config": {"reject_old_samples": False},
+              "compactor": {"retention_enabled": True, "compaction_interval": "1s",
+                            "delete_request_cancel_period": "0s"},
+              "storage": {"block_window": "1m", "seal_grace_period": "0s",
+                          "block_max_rows": 40}}
+    data = tmp_path / "data"
+    server = make_server(config, data_dir=data)
+    lines = loghub_lines("Thunderbird")
+    entries = [(T0 + (r * len(lines) + i) * 10**8, f"{line} r{r}")
+               for r in range(6) for i, line in enumerate(lines)]
+    for i in range(0, len(entries), 1000):
+        body = push_body({"app": "k"}, [[str(ts), l] for ts, l in entries[i:i + 1000]])
+        assert httpx.post(server.url + PUSH, content=body, headers=JSON_HEADERS,
+                          timeout=60).status_code == 204
+    assert httpx.post(server.url + "/flush", timeout=120).status_code == 204
+    r = httpx.post(server.url + DELETE, params={"query": '{app="k"} |= "kernel"',
+                                                "start": sec(T0), "end": sec(T0 + 2 * H)})
+    assert r.status_code == 204
+    kept = Counter((ts, l) for ts, l in entries if "kernel" not in l)
+    assert len(kept) < len(entries)
+
+    def deleted() -> float:
+        m = re.search(r"^logstore_compactor_deleted_lines_total (\S+)$",
+                      httpx.get(server.url + "/metrics").text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    deadline = _time.monotonic() + 60
+    while deleted() == 0:  # polling the compactor's progress, not waiting for time
+        assert _time.monotonic() < deadline, "the compactor never started"
+    server.kill()
+    server.start()
+
+    def visible() -> Counter:
+        r = httpx.get(server.url + "/logstore/api/v1/query_range", params={
+            "query": '{app="k"}', "start": str(T0), "end": str(T0 + 2 * H), "limit": "5000",
+            "direction": "forward"}, timeout=60)
+        return Counter((int(ts), l) for s in r.json()["data"]["result"] for ts, l in s["values"])
+
+    def status() -> str:
+        return httpx.get(server.url + DELETE).json()[0]["status"]
+
+    r = httpx.get(server.url + "/logstore/api/v1/query", params={
+        "query": 'sum(count_over_time({app="k"}[1d]))', "time": str(T0 + 2 * H)}).json()
+    assert int(r["data"]["result"][0]["value"][1]) == len(kept)
+    deadline = _time.monotonic() + 60
+    while status() != "processed":  # the restarted compactor finishes the request
+        assert _time.monotonic() < deadline, "the request was never processed"
+    assert Counter((r[2], r[3]) for r in stored(str(data / "logstore.db"))) == kept
+    r = httpx.get(server.url + "/logstore/api/v1/query", params={
+        "query": 'sum(count_over_time({app="k"}[1d]))', "time": str(T0 + 2 * H)}).json()
+    assert int(r["data"]["result"][0]["value"][1]) == len(kept)
+    assert sum(visible().values()) == min(5000, len(kept))

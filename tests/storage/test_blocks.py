@@ -153,3 +153,27 @@ def test_sealed_rows_apply_the_conditions_exactly_as_sql(conn):
         expected = sorted(r[0] for r in mem.execute("SELECT line FROM entries WHERE 1" + sql,
                                                     params))
         assert got == expected, cond
+
+
+def test_blocks_encoded_on_many_threads_at_once_decode_to_their_rows():
+    # the sealer and the compactor encode on different reader threads: a zstd compressor
+    # shared between threads corrupts output (or crashes the process)
+    import threading
+
+    inputs = [rows_of([f"stream {k} line {i} " + "x" * ((i * 37 + k) % 300)
+                       for i in range(2000)]) for k in range(6)]
+    bad: list = []
+
+    def work(k: int) -> None:
+        for _ in range(15):
+            b = B.encode(inputs[k])
+            got = B.decode_lines(b.lines, B.decode_lengths(b.lengths), True)
+            if got != [r[2] for r in sorted(inputs[k], key=lambda r: (r[1], r[0]))]:
+                bad.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []
