@@ -129,9 +129,10 @@ class Compactor:
                         lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
                     self.streams_removed += 1
             before = None
-            while True:  # hand the freed pages back, a few thousand per writer job
-                left = await self.db.write(sealing.reclaim_space)
-                if left < sealing.MIN_FREE_PAGES or left == before:
+            while True:  # hand every freed page back, a few thousand per writer job
+                left = await self.db.write(
+                    lambda conn: sealing.reclaim_space(conn, min_free_pages=1))
+                if left == 0 or left == before:
                     break
                 before = left
             self.sweeps += 1
@@ -164,6 +165,9 @@ class _CompactorCollector:
             yield CounterMetricFamily("logstore_compactor_deleted_lines",
                                       "Lines delete requests removed from disk.",
                                       value=d.lines_deleted)
+            yield CounterMetricFamily("logstore_compactor_deleted_bytes",
+                                      "Bytes of log lines delete requests removed from disk.",
+                                      value=d.bytes_deleted)
             by_status = GaugeMetricFamily("logstore_compactor_delete_requests",
                                           "Delete requests by status.", labels=["status"])
             for status, n in sorted(d.status_counts.items()):

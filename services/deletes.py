@@ -11,6 +11,7 @@ compactor (services/compactor.py) removes the lines from disk, piece by piece
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 import time
@@ -28,8 +29,9 @@ from storage import blocks, deletes
 
 MODES = ("disabled", "filter-only", "filter-and-delete")
 MAX_INTERVAL_CAP = 24 * 3600 * 10**9
-# sealed blocks rewritten per writer job
+# sealed blocks rewritten per writer job, and the pause after each batch (x its duration)
 REWRITE_BATCH = 16
+PAUSE_FACTOR = 1.0
 _UNIX_SECONDS = re.compile(r"^\d{10}$")
 
 
@@ -95,6 +97,7 @@ class Deletions:
         self._filters: dict[str, list[ActiveFilter]] = {}
         self.pieces_processed = 0
         self.lines_deleted = 0
+        self.bytes_deleted = 0
         self.touched: set[int] = set()  # streams lines were removed from, for the compactor
         self.status_counts: dict[str, int] = {}  # requests per status, for /metrics
 
@@ -262,19 +265,24 @@ class Deletions:
         rows = await self.db.read(deletes.head_matches, sid, start, end, pick)
         for i in range(0, len(rows), 2000):
             chunk = rows[i:i + 2000]
-            n = await self.db.write(
+            n, size = await self.db.write(
                 lambda conn, c=chunk: deletes.delete_head_rows(conn, sid, c))
             removed += n
             self.lines_deleted += n
+            self.bytes_deleted += size
         ids = await self.db.read(deletes.blocks_overlapping, sid, start, end)
         for i in range(0, len(ids), REWRITE_BATCH):
-            n = await self._rewrite(sid, ids[i:i + REWRITE_BATCH], start, end, pick)
+            began = time.perf_counter()
+            n, size = await self._rewrite(sid, ids[i:i + REWRITE_BATCH], start, end, pick)
             removed += n
             self.lines_deleted += n
+            self.bytes_deleted += size
+            # rewriting is CPU work under the GIL: leave as much time to pushes and queries
+            await asyncio.sleep((time.perf_counter() - began) * PAUSE_FACTOR)
         return removed
 
     async def _rewrite(self, sid: int, block_ids: list[int], start: int, end: int,
-                       pick) -> int:
+                       pick) -> tuple[int, int]:
         """Rewrite a few blocks: decoded, filtered and encoded on a reader thread, then
         replaced in one writer job (a few tens of milliseconds)."""
         def prepare(conn):
@@ -288,15 +296,17 @@ class Deletions:
             return out
 
         def apply(conn, prepared):
-            done = 0
+            lines = size = 0
             for block_id, keep, gone, encoded in prepared:
-                if deletes.rewrite_block(conn, sid, block_id, keep, gone, encoded):
-                    done += len(gone)
-            return done
+                removed = deletes.rewrite_block(conn, sid, block_id, keep, gone, encoded)
+                if removed is not None:
+                    lines += len(gone)
+                    size += removed
+            return lines, size
 
         prepared = await self.db.read(prepare)
         if not prepared:
-            return 0
+            return 0, 0
         return await self.db.write(lambda conn: apply(conn, prepared))
 
 

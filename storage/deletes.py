@@ -87,17 +87,16 @@ def head_matches(conn: sqlite3.Connection, stream_id: int, start: int, end: int,
 
 
 def delete_head_rows(conn: sqlite3.Connection, stream_id: int,
-                     rows: Sequence[tuple[int, int, str, str | None]]) -> int:
+                     rows: Sequence[tuple[int, int, str, str | None]]) -> tuple[int, int]:
     """Remove these head rows (writer) and their share of the rollups; rows already gone
-    are skipped. Returns the rows removed."""
+    are skipped. Returns the lines and bytes removed."""
     present = {r[0] for r in conn.execute(
         "SELECT id FROM entries WHERE id IN (SELECT value FROM json_each(?))",
         (json.dumps([r[0] for r in rows]),))}
     gone = [r for r in rows if r[0] in present]
     conn.execute("DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))",
                  (json.dumps([r[0] for r in gone]),))
-    _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in gone])
-    return len(gone)
+    return len(gone), _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in gone])
 
 
 def blocks_overlapping(conn: sqlite3.Connection, stream_id: int, start: int,
@@ -122,11 +121,12 @@ def block_rows(conn: sqlite3.Connection, block_id: int) -> list[tuple[int, int, 
 def rewrite_block(conn: sqlite3.Connection, stream_id: int, block_id: int,
                   keep: Sequence[tuple[int, int, str, str | None]],
                   removed: Sequence[tuple[int, int, str, str | None]],
-                  encoded: B.EncodedBlock | None) -> bool:
+                  encoded: B.EncodedBlock | None) -> int | None:
     """Replace a block by `encoded` (its kept rows; None: nothing kept) and take the removed
-    rows out of the rollups (writer). False, changing nothing, if the block is gone."""
+    rows out of the rollups (writer). Returns the bytes removed; None, changing nothing, if
+    the block is gone."""
     if conn.execute("DELETE FROM blocks WHERE id = ?", (block_id,)).rowcount != 1:
-        return False
+        return None
     if encoded is not None:
         b = encoded
         conn.execute(
@@ -135,13 +135,13 @@ def rewrite_block(conn: sqlite3.Connection, stream_id: int, block_id: int,
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (stream_id, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
              b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines))
-    _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in removed])
-    return True
+    return _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in removed])
 
 
 def _uncount(conn: sqlite3.Connection, stream_id: int,
-             rows: Sequence[tuple[int, str, str | None]]) -> None:
-    """Take rows (ts, line, metadata) out of the per-minute rollups, exactly."""
+             rows: Sequence[tuple[int, str, str | None]]) -> int:
+    """Take rows (ts, line, metadata) out of the per-minute rollups, exactly; returns their
+    bytes."""
     tallies: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0])
     for ts, line, md in rows:
         t = tallies[(ts - ts % MINUTE_NS, md or "")]
@@ -152,3 +152,4 @@ def _uncount(conn: sqlite3.Connection, stream_id: int,
                      "WHERE stream_id = ? AND minute = ? AND metadata = ?",
                      (n, size, stream_id, minute, md))
     conn.execute("DELETE FROM rollups WHERE stream_id = ? AND lines <= 0", (stream_id,))
+    return sum(t[1] for t in tallies.values())

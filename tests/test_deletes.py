@@ -190,6 +190,8 @@ def test_delete_story_on_openssh(make_client):
     metrics = c.get("/metrics").text
     assert 'logstore_compactor_delete_requests{status="processed"} 1.0' in metrics
     assert f"logstore_compactor_deleted_lines_total {float(sum(gone.values()))}" in metrics
+    gone_bytes = sum(len(line.encode()) * n for (_, line), n in gone.items())
+    assert f"logstore_compactor_deleted_bytes_total {float(gone_bytes)}" in metrics
 
 
 def test_delete_range_is_inclusive_and_cancel_brings_lines_back(client):
