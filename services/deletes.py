@@ -328,6 +328,7 @@ def register(ctx: Any) -> Deletions:
     deletions = Deletions(ctx.db, ctx.config)
     ctx.extras["deletions"] = deletions
     ctx.querier.deletes_of = deletions.filters_of
+    ctx.querier.deletes_pending = lambda: deletions.active
 
     async def on_start(_ctx: Any) -> None:
         await deletions.reload()

@@ -41,6 +41,7 @@ class Querier:
         self.cutoff_of: Callable[[dict[str, str]], int | None] | None = None
         # log deletion (services/deletes.py): what pending delete requests hide, per stream
         self.deletes_of: Callable[[str, dict[str, str]], list] | None = None
+        self.deletes_pending: Callable[[], bool] = lambda: False
 
     def _deadline(self, began: float) -> float | None:
         timeout = self.limits.query_timeout
@@ -79,14 +80,37 @@ class Querier:
             tenant, query,
             start, end, limit=limit, backward=True, categorize=categorize))
 
+    def _hiding(self) -> bool:
+        """Whether retention or a delete request may hide whole streams from labels and
+        series; if not, those come straight from the stream index."""
+        return self.cutoff_of is not None or self.deletes_pending()
+
+    async def _visible(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
+                       end: int) -> list[dict[str, str]]:
+        def run(conn: Any) -> list[dict[str, str]]:
+            reader = LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of,
+                               self.deletes_of)
+            with reader.snapshot():
+                return list(reader.visible_streams(tenant, groups, start, end).values())
+        return await self.db.read(run)
+
     async def label_names(self, tenant: Scope, start: int, end: int,
                           matchers: Sequence[Matcher] | None) -> list[str]:
+        if self._hiding():
+            sets = await self._visible(tenant, [matchers or ()], start, end)
+            return sorted({name for labels in sets for name in labels})
         return await self.db.read(streams.label_names, tenant, start, end, matchers)
 
     async def label_values(self, tenant: Scope, name: str, start: int, end: int,
                            matchers: Sequence[Matcher] | None) -> list[str]:
+        if self._hiding():
+            sets = await self._visible(tenant, [matchers or ()], start, end)
+            return sorted({labels[name] for labels in sets if name in labels})
         return await self.db.read(streams.label_values, tenant, name, start, end, matchers)
 
     async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                      end: int) -> list[dict[str, str]]:
+        if self._hiding():
+            return sorted(await self._visible(tenant, groups, start, end),
+                          key=streams.canonical_labels)
         return await self.db.read(streams.series, tenant, groups, start, end)

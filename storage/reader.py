@@ -5,6 +5,7 @@ sees SQL, a connection or a transaction. What it can ask:
 
     with reader.snapshot(): ...                  one consistent view for a whole evaluation
     reader.select_streams(tenant, matchers, start, end) -> {stream id: labels}
+    reader.visible_streams(tenant, groups, start, end) -> {stream id: labels}
     reader.lines(ids, start, end, conditions=..., needles=..., backward=..., ordered=...,
                  limited=...) -> LineScan        row batches (id, stream, ts, line, metadata)
     reader.window_counts(ids, points, want_bytes) -> {(stream, metadata): (lines, bytes)}
@@ -121,6 +122,23 @@ class LogReader:
                 if found:
                     self.deletes[sid] = found
         return out
+
+    def visible_streams(self, tenant: str | TenantSet, groups: Sequence[Sequence[Matcher]],
+                        start: int, end: int) -> dict[int, dict[str, str]]:
+        """As select_streams for the union of matcher groups, without the streams that have
+        no line left in [start, end] once retention and delete requests are applied (what
+        labels and series answer)."""
+        found: dict[int, dict[str, str]] = {}
+        for group in groups or [()]:
+            found.update(self.select_streams(tenant, group, start, end))
+        for sid in list(found):
+            hides = self.cutoffs.get(sid, start) > start or any(
+                a <= end and b >= start for a, b, _ in self.deletes.get(sid, ()))
+            # the first visible row settles it; an unordered, limited scan reads the least
+            if hides and not any(self.lines([sid], start, end + 1, ordered=False,
+                                            limited=True)):
+                del found[sid]
+        return dict(sorted(found.items()))
 
     # -- lines -----------------------------------------------------------------------------
     def lines(self, stream_ids: Sequence[int], start: int, end: int, *,

@@ -214,6 +214,59 @@ def test_delete_range_is_inclusive_and_cancel_brings_lines_back(client):
     assert len(visible()) == 10
 
 
+def test_streams_a_delete_empties_leave_labels_and_series(client):
+    for app, lines in (("x", ["only secret here", "secret again"]),
+                       ("y", ["secret", "public"])):
+        values = [[str(T0 + i * 10**9), line] for i, line in enumerate(lines)]
+        body = push_body({"app": app, "team": f"t-{app}"}, values)
+        assert client.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+    rng = {"start": sec(T0 - H), "end": sec(T0 + H)}
+
+    def seen():
+        series = client.get("/logstore/api/v1/series", params={"match[]": '{app=~".+"}', **rng})
+        names = client.get("/logstore/api/v1/labels", params=rng)
+        teams = client.get("/logstore/api/v1/label/team/values", params=rng)
+        by_query = client.get("/logstore/api/v1/label/app/values",
+                              params={"query": '{team=~"t-.*"}', **rng})
+        return (series.json()["data"], names.json()["data"], teams.json()["data"],
+                by_query.json()["data"])
+
+    x = {"app": "x", "service_name": "x", "team": "t-x"}
+    y = {"app": "y", "service_name": "y", "team": "t-y"}
+    names = ["app", "service_name", "team"]
+    both = ([x, y], names, ["t-x", "t-y"], ["x", "y"])
+    assert seen() == both
+    r = client.post(DELETE, params={"query": '{app=~"x|y"} |= "secret"', "start": sec(T0),
+                                    "end": sec(T0 + 60 * 10**9)})
+    assert r.status_code == 204
+    only_y = ([y], names, ["t-y"], ["y"])
+    assert seen() == only_y
+    assert client.post("/flush").status_code == 204  # sealed: the same
+    assert seen() == only_y
+    # a range that misses the request's lines: app="x" has nothing there either way
+    early = client.get("/logstore/api/v1/series", params={"match[]": '{app="x"}',
+                                                          "start": sec(T0 - H),
+                                                          "end": sec(T0 - 1)})
+    assert early.json()["data"] == []
+    client.clock["now"] += 25 * H
+    compactor = client.app.state.ctx.extras["compactor"]
+    client.blocking_portal.call(compactor.run_once)
+    assert client.get(DELETE).json()[0]["status"] == "processed"
+    assert seen() == only_y
+
+
+def test_cancelled_delete_brings_streams_back_to_series(client):
+    values = [[str(T0), "secret"]]
+    client.post(PUSH, content=push_body({"app": "x"}, values), headers=JSON_HEADERS)
+    rng = {"match[]": '{app="x"}', "start": sec(T0 - H), "end": sec(T0 + H)}
+    r = client.post(DELETE, params={"query": '{app="x"}', "start": sec(T0), "end": sec(T0 + H)})
+    assert r.status_code == 204, r.text
+    assert client.get("/logstore/api/v1/series", params=rng).json()["data"] == []
+    client.delete(DELETE, params={"request_id": r.headers["X-Delete-Request-ID"]})
+    assert client.get("/logstore/api/v1/series", params=rng).json()["data"] == [
+        {"app": "x", "service_name": "x"}]
+
+
 def test_sigkill_during_compaction_then_restart(make_server, tmp_path):
     import time as _time
 

@@ -132,14 +132,18 @@ def test_expired_lines_leave_reads_at_once_and_disk_at_the_sweep(setup):
     assert total < len(stamps()) * len(STREAMS) - removed + 1
     assert sum(len(v) for v in visible(clock["now"]).values()) <= total
 
-    # three days later: {app="a"} (2d) has nothing left, and its stream goes at the sweep
+    # three days later: {app="a"} (2d) has nothing left: it leaves labels and series at
+    # once, and its stream leaves the disk at the sweep
     clock["now"] += 3 * D
+    rng = {"start": str(T0 - 13 * D), "end": str(clock["now"])}
     check_reads(client, clock["now"])
-    client.blocking_portal.call(ctx.extras["compactor"].run_once)
-    check_reads(client, clock["now"])
-    r = client.get("/logstore/api/v1/label/app/values",
-                   params={"start": str(T0 - 13 * D), "end": str(clock["now"])})
-    assert r.json()["data"] == ["b", "c"]
+    for _ in range(2):
+        r = client.get("/logstore/api/v1/label/app/values", params=rng)
+        assert r.json()["data"] == ["b", "c"]
+        r = client.get("/logstore/api/v1/series", params={"match[]": '{app=~"a|c"}', **rng})
+        assert [s["app"] for s in r.json()["data"]] == ["c"]
+        client.blocking_portal.call(ctx.extras["compactor"].run_once)
+        check_reads(client, clock["now"])
     assert "logstore_compactor_retention_lines_removed_total" in client.get("/metrics").text
 
 
