@@ -45,6 +45,7 @@ def build_context(cfg: Config) -> AppContext:
     from services import shutdown as shutdown_service
     from services import compactor as compactor_service
     from services import deletes as deletes_service
+    from services import overrides as overrides_service
     from services.base import ServiceRegistry
     from services.context import AppContext
     from services.ingester import Ingester
@@ -63,6 +64,7 @@ def build_context(cfg: Config) -> AppContext:
     grafana.register(ctx)
     sealer_service.register(ctx)
     shutdown_service.register(ctx)
+    overrides_service.register(ctx)
     deletes_service.register(ctx)
     compactor_service.register(ctx)
     return ctx

@@ -153,6 +153,13 @@ class StorageConfig(msgspec.Struct, kw_only=True):
     block_max_rows: int = 20_000
 
 
+class RuntimeConfig(msgspec.Struct, kw_only=True):
+    """Per-tenant `overrides` of limits_config in a file read again every `period`
+    (services/overrides.py)."""
+    file: str = ""
+    period: int = 10 * 10**9  # ns
+
+
 class Config(msgspec.Struct, kw_only=True):
     auth_enabled: bool = False
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
@@ -165,6 +172,7 @@ class Config(msgspec.Struct, kw_only=True):
     pattern_ingester: PatternIngesterConfig = msgspec.field(default_factory=PatternIngesterConfig)
     grafana: GrafanaConfig = msgspec.field(default_factory=GrafanaConfig)
     storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
+    runtime_config: RuntimeConfig = msgspec.field(default_factory=RuntimeConfig)
 
     @property
     def data_dir(self) -> str:
@@ -180,7 +188,7 @@ LOKI_ONLY_TOP = {
     "target", "schema_config", "storage_config", "ingester", "ingester_client", "frontend",
     "frontend_worker", "query_range", "query_scheduler", "chunk_store_config",
     "table_manager", "memberlist", "analytics", "tracing", "index_gateway", "bloom_build",
-    "bloom_gateway", "runtime_config", "operational_config", "ballast_bytes", "kafka_config",
+    "bloom_gateway", "operational_config", "ballast_bytes", "kafka_config",
     "pattern_ingester_client", "block_builder", "block_scheduler", "dataobj", "ui",
     "internal_server", "profiling", "cache_config", "compactor_grpc_client", "memberlist_kv",
 }
@@ -218,7 +226,7 @@ DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_q
                    "query_timeout", "evaluation_interval", "compaction_interval",
                    "block_window", "seal_grace_period", "retention_period",
                    "retention_delete_delay", "delete_request_cancel_period",
-                   "delete_max_interval"}
+                   "delete_max_interval", "period"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
                "max_decompressed_size"}
 
@@ -248,13 +256,16 @@ def parse_size(text: str | int) -> int:
     return int(float(m.group(1)) * _SIZE_MULT[unit])
 
 
-def _check_keys(data: dict, struct_type: type, path: str, warnings: list[str]) -> dict:
-    """Validate keys against a Struct; drop Loki-only keys (warning), reject unknown ones."""
+def _check_keys(data: dict, struct_type: type, path: str, warnings: list[str],
+                shown: str | None = None) -> dict:
+    """Validate keys against a Struct; drop Loki-only keys (warning), reject unknown ones.
+    Errors name keys under `shown` (default: `path`)."""
     known = set(struct_type.__struct_fields__)
     out: dict[str, Any] = {}
     loki_only = LOKI_ONLY_TOP if not path else LOKI_ONLY_NESTED.get(path, set())
+    shown = path if shown is None else shown
     for key, value in data.items():
-        full = f"{path}.{key}" if path else key
+        full = f"{shown}.{key}" if shown else key
         if key not in known:
             if key in loki_only:
                 warnings.append(full)
@@ -270,7 +281,7 @@ def _check_keys(data: dict, struct_type: type, path: str, warnings: list[str]) -
         elif key in DURATION_FIELDS:
             value = parse_duration_ns(value)
         elif key == "retention_stream" and path == "limits_config":
-            value = _retention_rules(value)
+            value = _retention_rules(value, full)
         elif key in SIZE_FIELDS:
             value = parse_size(value)
         out[key] = value
@@ -281,7 +292,7 @@ _SECTION_TYPES: dict[str, type] = {
     "server": ServerConfig, "common": CommonConfig, "distributor": DistributorConfig,
     "limits_config": LimitsConfig, "querier": QuerierConfig, "ruler": RulerConfig,
     "compactor": CompactorConfig, "pattern_ingester": PatternIngesterConfig,
-    "grafana": GrafanaConfig, "storage": StorageConfig,
+    "grafana": GrafanaConfig, "storage": StorageConfig, "runtime_config": RuntimeConfig,
 }
 
 
@@ -299,8 +310,42 @@ def config_from_dict(data: dict | None) -> Config:
     return cfg
 
 
-def _retention_rules(value: Any) -> list[dict]:
-    where = "limits_config.retention_stream"
+def check_limits(defaults: LimitsConfig, keys: dict, path: str) -> LimitsConfig:
+    """A tenant's limits: `defaults` with the (raw, as in YAML) `keys` replaced; errors
+    name keys under `path`."""
+    warnings: list[str] = []
+    checked = _check_keys(keys, LimitsConfig, "limits_config", warnings, shown=path)
+    if warnings:
+        log.warning("ignoring Loki limits logstore has no use for: %s",
+                    ", ".join(sorted(warnings)))
+    try:
+        limits = msgspec.convert({**msgspec.to_builtins(defaults), **checked}, LimitsConfig,
+                                 strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid {path}: {exc}") from None
+    _validate_limits(limits, path)
+    return limits
+
+
+def limits_diff(limits: LimitsConfig, defaults: LimitsConfig | None) -> dict:
+    """A tenant's limits as YAML-ready values (durations printed); with `defaults`, only the
+    keys that differ."""
+    def plain(lc: LimitsConfig) -> dict:
+        out = msgspec.to_builtins(lc)
+        for key in DURATION_FIELDS & out.keys():
+            out[key] = prom_duration_str(out[key])
+        for rule in out["retention_stream"]:
+            rule["period"] = prom_duration_str(rule["period"])
+        return out
+
+    mine = plain(limits)
+    if defaults is None:
+        return mine
+    base = plain(defaults)
+    return {k: v for k, v in mine.items() if base.get(k) != v}
+
+
+def _retention_rules(value: Any, where: str = "limits_config.retention_stream") -> list[dict]:
     if not isinstance(value, list):
         raise ConfigError(f"{where} must be a list")
     out = []
@@ -323,9 +368,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"unrecognized log level {cfg.server.log_level!r}")
     if cfg.storage.synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ConfigError("storage.synchronous must be one of off, normal, full, extra")
-    if cfg.limits_config.deletion_mode not in ("disabled", "filter-only", "filter-and-delete"):
-        raise ConfigError("limits_config.deletion_mode must be one of disabled, filter-only, "
-                          "filter-and-delete")
+    _validate_limits(cfg.limits_config, "limits_config")
     if cfg.storage.block_window <= 0:
         raise ConfigError("storage.block_window must be a positive duration")
     if cfg.storage.seal_grace_period < 0:
@@ -334,11 +377,18 @@ def validate(cfg: Config) -> None:
         raise ConfigError("storage.block_max_rows must be between 1 and 1000000")
     if not 0 < cfg.server.http_listen_port < 65536:
         raise ConfigError("server.http_listen_port must be between 1 and 65535")
-    _validate_otlp(cfg.limits_config.otlp_config)
+    if cfg.runtime_config.period <= 0:
+        raise ConfigError("runtime_config.period must be a positive duration")
 
 
-def _validate_otlp(otlp: OtlpConfig) -> None:
-    where = "limits_config.otlp_config"
+def _validate_limits(limits: LimitsConfig, path: str) -> None:
+    if limits.deletion_mode not in ("disabled", "filter-only", "filter-and-delete"):
+        raise ConfigError(f"{path}.deletion_mode must be one of disabled, filter-only, "
+                          "filter-and-delete")
+    _validate_otlp(limits.otlp_config, f"{path}.otlp_config")
+
+
+def _validate_otlp(otlp: OtlpConfig, where: str = "limits_config.otlp_config") -> None:
     for section, rules in (("resource_attributes.attributes_config",
                             otlp.resource_attributes.attributes_config),
                            ("scope_attributes", otlp.scope_attributes),

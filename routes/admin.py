@@ -90,6 +90,15 @@ async def show_config(request: Request, ctx: Ctx) -> Response:
     return Response(config_module.render_yaml(data), status_code=200, media_type=PLAIN)
 
 
+@get("/runtime_config")
+async def show_runtime_config(request: Request, ctx: Ctx) -> Response:
+    # the per-tenant overrides (runtime_config.file) as they apply now; mode=diff: only what
+    # differs from limits_config
+    diff = request.query_params.get("mode", "") in ("diff", "diffs")
+    text = ctx.extras["overrides"].as_yaml(diff)
+    return Response(text, status_code=200, media_type=PLAIN)
+
+
 @route("/flush", http_method=["GET", "POST"])
 async def flush(ctx: Ctx) -> Response:
     # every acknowledged push is already committed; as Loki's ingesters flush their chunks,
@@ -162,5 +171,6 @@ async def ring(request: Request, ctx: Ctx) -> Response:
     return Response(body, status_code=200, media_type="text/html; charset=utf-8")
 
 
-handlers: list[Any] = [ready, metrics, log_level, services, buildinfo, show_config, flush,
+handlers: list[Any] = [ready, metrics, log_level, services, buildinfo, show_config,
+                       show_runtime_config, flush,
                        flush_tenant, prepare_shutdown, ingester_shutdown, ring]

@@ -30,34 +30,53 @@ log = logging.getLogger("logstore.compactor")
 
 
 class RetentionPolicy:
-    def __init__(self, cfg: Any, clock: Callable[[], int] = time.time_ns):
+    def __init__(self, cfg: Any, clock: Callable[[], int] = time.time_ns,
+                 limits_of: Callable[[str], Any] | None = None,
+                 tenants: Callable[[], list] | None = None):
         self.enabled = cfg.compactor.retention_enabled
-        self.default = cfg.limits_config.retention_period
         self.clock = clock
-        rules = []
-        for r in cfg.limits_config.retention_stream:
-            rules.append((r.priority, len(r.selector), -r.period, r.period,
-                          parse_selector(r.selector).matchers))
-        # best first: highest priority, then longest selector, then the shorter period
-        rules.sort(key=lambda x: (x[0], x[1], x[2]), reverse=True)
-        self.rules = [(period, matchers) for _, _, _, period, matchers in rules]
+        # retention_period and retention_stream are per-tenant limits (runtime_config)
+        self.defaults = cfg.limits_config
+        self.limits_of = limits_of or (lambda tenant: cfg.limits_config)
+        self.overridden = tenants or (lambda: [])
+        self._compiled: dict[int, tuple[Any, int, list]] = {}
 
-    def period_of(self, labels: dict[str, str]) -> int:
-        for period, matchers in self.rules:
+    def _rules_of(self, tenant: str) -> tuple[int, list]:
+        limits = self.limits_of(tenant)
+        hit = self._compiled.get(id(limits))
+        if hit is None or hit[0] is not limits:
+            rules = []
+            for r in limits.retention_stream:
+                rules.append((r.priority, len(r.selector), -r.period, r.period,
+                              parse_selector(r.selector).matchers))
+            # best first: highest priority, then longest selector, then the shorter period
+            rules.sort(key=lambda x: (x[0], x[1], x[2]), reverse=True)
+            hit = (limits, limits.retention_period,
+                   [(period, matchers) for _, _, _, period, matchers in rules])
+            self._compiled[id(limits)] = hit
+        return hit[1], hit[2]
+
+    def period_of(self, tenant: str, labels: dict[str, str]) -> int:
+        default, rules = self._rules_of(tenant)
+        for period, matchers in rules:
             if all(m.matches(labels.get(m.name, "")) for m in matchers):
                 return period
-        return self.default
+        return default
 
-    def cutoff_of(self, labels: dict[str, str]) -> int | None:
-        """The oldest visible timestamp of a stream with these labels (None: all)."""
+    def cutoff_of(self, tenant: str, labels: dict[str, str]) -> int | None:
+        """The oldest visible timestamp of a tenant's stream with these labels (None: all)."""
         if not self.enabled:
             return None
-        period = self.period_of(labels)
+        period = self.period_of(tenant, labels)
         return self.clock() - period if period > 0 else None
 
     @property
     def active(self) -> bool:
-        return self.enabled and (self.default > 0 or any(p > 0 for p, _ in self.rules))
+        """Whether any tenant's lines expire (the overrides may change it while running)."""
+        if not self.enabled:
+            return False
+        return any(lc.retention_period > 0 or any(r.period > 0 for r in lc.retention_stream)
+                   for lc in [self.defaults, *self.overridden()])
 
 
 class Compactor:
@@ -77,7 +96,7 @@ class Compactor:
         self.last_duration = 0.0
 
     async def start(self) -> None:
-        if self.policy.active or (self.deletions is not None and self.deletions.enabled):
+        if self.policy.enabled:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="compactor")
 
     async def stop(self) -> None:
@@ -114,8 +133,8 @@ class Compactor:
                 if await self.db.write(
                         lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
                     self.streams_removed += 1
-            for sid, (_, labels) in streams.items():
-                visible = self.policy.cutoff_of(labels)
+            for sid, (tenant, labels) in streams.items():
+                visible = self.policy.cutoff_of(tenant, labels)
                 if visible is None:
                     continue
                 cut = await self.db.read(retention.disk_cutoff, sid, visible - self.delay)
@@ -179,13 +198,17 @@ class _CompactorCollector:
 
 
 def register(ctx: Any) -> Compactor:
-    policy = RetentionPolicy(ctx.config)
+    overrides = ctx.extras["overrides"]
+    policy = RetentionPolicy(ctx.config, limits_of=overrides.of,
+                             tenants=lambda: list(overrides.tenants.values()))
     compactor = Compactor(ctx.db, policy, interval_ns=ctx.config.compactor.compaction_interval,
                           delay_ns=ctx.config.compactor.retention_delete_delay,
                           deletions=ctx.extras.get("deletions"))
     ctx.extras["retention"] = policy
     ctx.extras["compactor"] = compactor
-    ctx.querier.cutoff_of = policy.cutoff_of if policy.active else None
+    if policy.enabled:
+        ctx.querier.cutoff_of = policy.cutoff_of
+        ctx.querier.retention_active = lambda: policy.active
     ctx.metrics.registry.register(_CompactorCollector(compactor))
 
     async def on_start(_ctx: Any) -> None:

@@ -85,10 +85,12 @@ def parse_delete_query(text: str) -> A.LogQuery:
 
 
 class Deletions:
-    def __init__(self, db: Any, cfg: Any, clock: Callable[[], int] = time.time_ns):
+    def __init__(self, db: Any, cfg: Any, clock: Callable[[], int] = time.time_ns,
+                 limits_of: Callable[[str], Any] | None = None):
         self.db = db
-        self.mode = cfg.limits_config.deletion_mode
-        self.enabled = cfg.compactor.retention_enabled and self.mode != "disabled"
+        # deletion_mode is a per-tenant limit (runtime_config overrides)
+        self.limits_of = limits_of or (lambda tenant: cfg.limits_config)
+        self.enabled = cfg.compactor.retention_enabled
         self.cancel_period = cfg.compactor.delete_request_cancel_period
         self.max_interval = cfg.compactor.delete_max_interval
         self.clock = clock
@@ -101,8 +103,11 @@ class Deletions:
         self.touched: set[int] = set()  # streams lines were removed from, for the compactor
         self.status_counts: dict[str, int] = {}  # requests per status, for /metrics
 
-    def check_enabled(self) -> None:
-        if not self.enabled:
+    def mode_of(self, tenant: str) -> str:
+        return self.limits_of(tenant).deletion_mode
+
+    def check_enabled(self, tenant: str) -> None:
+        if not self.enabled or self.mode_of(tenant) == "disabled":
             raise _bad("Retention is not enabled")
 
     # -- the filter the reads apply ---------------------------------------------------------------
@@ -129,7 +134,7 @@ class Deletions:
         self.status_counts = counts
         filters: dict[str, list[ActiveFilter]] = {}
         for p in (Piece(*r[:7], bool(r[7])) for r in rows):
-            if p.processed and self.mode == "filter-and-delete":
+            if p.processed and self.mode_of(p.tenant) == "filter-and-delete":
                 continue
             query = parse_delete_query(p.query)
             match = compile_log_query(query).pipeline.match_line
@@ -139,7 +144,7 @@ class Deletions:
 
     # -- the API --------------------------------------------------------------------------------
     async def add(self, tenant: str, params: dict[str, str]) -> str:
-        self.check_enabled()
+        self.check_enabled(tenant)
         text = params.get("query") or ""
         if not text:
             raise _bad("query not set")
@@ -182,7 +187,7 @@ class Deletions:
         return value
 
     async def list(self, tenant: str, params: dict[str, str]) -> list[dict]:
-        self.check_enabled()
+        self.check_enabled(tenant)
         lo = hi = None
         if params.get("start") or params.get("end"):
             if not (params.get("start") and params.get("end")):
@@ -206,7 +211,7 @@ class Deletions:
         return out
 
     async def cancel(self, tenant: str, params: dict[str, str]) -> None:
-        self.check_enabled()
+        self.check_enabled(tenant)
         request_id = params.get("request_id") or ""
         if not request_id:
             raise _bad("request_id not set")
@@ -236,13 +241,14 @@ class Deletions:
     async def process_due(self, streams: dict[int, tuple[str, dict[str, str]]]) -> int:
         """Remove from disk the lines of every piece past the cancel period; returns the
         lines removed. `streams`: stream id -> (tenant, labels)."""
-        if not self.enabled or self.mode != "filter-and-delete":
+        if not self.enabled:
             return 0
         now_s = self.clock() / 1e9
         removed = 0
         for r in await self.db.read(deletes.pieces):
             p = Piece(*r[:7], bool(r[7]))
-            if p.processed or now_s - p.created_at < self.cancel_period / 1e9:
+            if p.processed or now_s - p.created_at < self.cancel_period / 1e9 \
+                    or self.mode_of(p.tenant) != "filter-and-delete":
                 continue
             query = parse_delete_query(p.query)
             pick = compile_log_query(query).pipeline.match_line
@@ -325,7 +331,7 @@ def _status(pieces: list[Piece]) -> str:
 
 
 def register(ctx: Any) -> Deletions:
-    deletions = Deletions(ctx.db, ctx.config)
+    deletions = Deletions(ctx.db, ctx.config, limits_of=ctx.extras["overrides"].of)
     ctx.extras["deletions"] = deletions
     ctx.querier.deletes_of = deletions.filters_of
     ctx.querier.deletes_pending = lambda: deletions.active

@@ -37,8 +37,10 @@ class Querier:
     def __init__(self, db: Database, limits: LimitsConfig):
         self.db = db
         self.limits = limits
-        # retention (services/compactor.py): the oldest visible timestamp of a stream
-        self.cutoff_of: Callable[[dict[str, str]], int | None] | None = None
+        # retention (services/compactor.py): the oldest visible timestamp of a stream, by
+        # tenant and labels
+        self.cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None
+        self.retention_active: Callable[[], bool] = lambda: False
         # log deletion (services/deletes.py): what pending delete requests hide, per stream
         self.deletes_of: Callable[[str, dict[str, str]], list] | None = None
         self.deletes_pending: Callable[[], bool] = lambda: False
@@ -83,7 +85,7 @@ class Querier:
     def _hiding(self) -> bool:
         """Whether retention or a delete request may hide whole streams from labels and
         series; if not, those come straight from the stream index."""
-        return self.cutoff_of is not None or self.deletes_pending()
+        return self.retention_active() or self.deletes_pending()
 
     async def _visible(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                        end: int) -> list[dict[str, str]]:

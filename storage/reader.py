@@ -55,7 +55,7 @@ class LogReader:
     """The SQLite implementation, over one reader connection."""
 
     def __init__(self, conn: sqlite3.Connection, deadline: float | None = None,
-                 cutoff_of: Callable[[dict[str, str]], int | None] | None = None,
+                 cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None,
                  deletes_of: Callable[[str, dict[str, str]], list] | None = None):
         self.conn = conn
         self.deadline = deadline
@@ -63,8 +63,8 @@ class LogReader:
         # the lines they name are left out of every read until they are gone from disk
         self.deletes_of = deletes_of
         self.deletes: dict[int, list[tuple[int, int, Callable[[str], bool]]]] = {}
-        # retention: the oldest visible timestamp of a stream, by its labels; older lines
-        # are left out of every read (storage/retention.py removes them from disk later)
+        # retention: the oldest visible timestamp of a stream, by tenant and labels; older
+        # lines are left out of every read (storage/retention.py removes them from disk later)
         self.cutoff_of = cutoff_of
         self.cutoffs: dict[int, int] = {}
 
@@ -109,15 +109,13 @@ class LogReader:
         ids = select_stream_ids(self.conn, tenant, matchers, start, end)
         raw = stream_label_sets(self.conn, ids, tenant)
         out = {sid: dict(sorted(raw[sid].items())) for sid in ids}
-        if self.cutoff_of is not None:
-            for sid, labels in out.items():
-                cutoff = self.cutoff_of(labels)
+        for sid, labels in out.items():
+            own = tenant if isinstance(tenant, str) else labels.get("__tenant_id__", "")
+            if self.cutoff_of is not None:
+                cutoff = self.cutoff_of(own, labels)
                 if cutoff is not None:
                     self.cutoffs[sid] = cutoff
-        if self.deletes_of is not None:
-            for sid, labels in out.items():
-                own = labels.get("__tenant_id__", tenant) if not isinstance(tenant, str) \
-                    else tenant
+            if self.deletes_of is not None:
                 found = self.deletes_of(own, labels)
                 if found:
                     self.deletes[sid] = found

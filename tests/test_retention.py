@@ -111,8 +111,8 @@ def test_rules_choose_the_period():
     from services.compactor import RetentionPolicy
 
     policy = RetentionPolicy(config_from_dict(CONFIG))
-    assert {key(l): policy.period_of(l) for l in STREAMS} == PERIOD
-    assert policy.period_of({"app": "z", "env": "x"}) == 1 * D
+    assert {key(l): policy.period_of("fake", l) for l in STREAMS} == PERIOD
+    assert policy.period_of("fake", {"app": "z", "env": "x"}) == 1 * D
 
 
 def test_expired_lines_leave_reads_at_once_and_disk_at_the_sweep(setup):
