@@ -1,8 +1,11 @@
-"""Service lifecycle states as Loki's /services and /ready report them."""
+"""Service lifecycle states as Loki's /services and /ready report them, and the hooks that
+tie a background service to the app's lifespan."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
+from typing import Any, Awaitable, Callable
 
 
 class State(str, enum.Enum):
@@ -44,3 +47,27 @@ class ServiceRegistry:
             if service.state is not State.RUNNING:
                 counts[service.state.value] = counts.get(service.state.value, 0) + 1
         return counts
+
+
+def on_lifespan(ctx: Any, start: Callable[[], Awaitable[None]] | None = None,
+                stop: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Run `start` when the app has started and `stop` when it stops."""
+    if start is not None:
+        async def on_start(_ctx: Any) -> None:
+            await start()
+        ctx.extras.setdefault("on_start", []).append(on_start)
+    if stop is not None:
+        async def on_stop(_ctx: Any) -> None:
+            await stop()
+        ctx.extras.setdefault("on_stop", []).append(on_stop)
+
+
+async def cancel_task(task: "asyncio.Task | None") -> None:
+    """Cancel a service's loop and wait until it has ended."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from logql import parse_selector
+from services.base import cancel_task, on_lifespan
 from storage import retention, sealing
 
 log = logging.getLogger("logstore.compactor")
@@ -101,12 +102,7 @@ class Compactor:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_task(task)
 
     async def _run(self) -> None:
         while True:
@@ -210,13 +206,5 @@ def register(ctx: Any) -> Compactor:
         ctx.querier.cutoff_of = policy.cutoff_of
         ctx.querier.retention_active = lambda: policy.active
     ctx.metrics.registry.register(_CompactorCollector(compactor))
-
-    async def on_start(_ctx: Any) -> None:
-        await compactor.start()
-
-    async def on_stop(_ctx: Any) -> None:
-        await compactor.stop()
-
-    ctx.extras.setdefault("on_start", []).append(on_start)
-    ctx.extras.setdefault("on_stop", []).append(on_stop)
+    on_lifespan(ctx, compactor.start, compactor.stop)
     return compactor

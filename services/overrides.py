@@ -24,6 +24,7 @@ import yaml
 from prometheus_client.core import GaugeMetricFamily
 
 from config import ConfigError, LimitsConfig, check_limits, limits_diff
+from services.base import cancel_task, on_lifespan
 
 log = logging.getLogger("logstore.overrides")
 # keys a Loki runtime file may hold besides `overrides`; logstore has no use for them
@@ -127,12 +128,7 @@ class Overrides:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_task(task)
 
     async def _run(self) -> None:
         while True:
@@ -158,13 +154,5 @@ def register(ctx: Any) -> Overrides:
     overrides = Overrides(ctx.config.limits_config, rc.file, rc.period)
     ctx.extras["overrides"] = overrides
     ctx.metrics.registry.register(_OverridesCollector(overrides))
-
-    async def on_start(_ctx: Any) -> None:
-        await overrides.start()
-
-    async def on_stop(_ctx: Any) -> None:
-        await overrides.stop()
-
-    ctx.extras.setdefault("on_start", []).append(on_start)
-    ctx.extras.setdefault("on_stop", []).append(on_stop)
+    on_lifespan(ctx, overrides.start, overrides.stop)
     return overrides

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from prometheus_client.core import CounterMetricFamily
 
 from services import memory
+from services.base import cancel_task, on_lifespan
 from storage import blocks, sealing
 from storage.streams import select_stream_ids
 
@@ -80,13 +81,7 @@ class Sealer:
     async def stop(self) -> None:
         self._stopping = True
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        await cancel_task(task)
 
     # -- the loop --------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -218,13 +213,5 @@ def register(ctx: Any) -> Sealer:
     ctx.extras["sealer"] = sealer
     add_written_listener(ctx.ingester, sealer.notify)
     ctx.metrics.registry.register(_SealerCollector(sealer))
-
-    async def on_start(_ctx: Any) -> None:
-        await sealer.start()
-
-    async def on_stop(_ctx: Any) -> None:
-        await sealer.stop()
-
-    ctx.extras.setdefault("on_start", []).append(on_start)
-    ctx.extras.setdefault("on_stop", []).append(on_stop)
+    on_lifespan(ctx, sealer.start, sealer.stop)
     return sealer
