@@ -36,7 +36,7 @@ dist: $(STAMP)
 
 # regenerate the protobuf classes from proto/push.proto (the test suite checks they match)
 proto: $(STAMP)
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto proto/push.proto
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto proto/push.proto proto/remote.proto
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py

@@ -34,8 +34,8 @@ SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
 def route_modules() -> list:
-    from routes import admin, delete, grafana, legacy, meta, otlp, push, query, tail
-    return [push, otlp, meta, admin, grafana, query, tail, legacy, delete]
+    from routes import admin, delete, grafana, legacy, meta, otlp, push, query, rules, tail
+    return [push, otlp, meta, admin, grafana, query, tail, legacy, delete, rules]
 
 
 def build_context(cfg: Config) -> AppContext:
@@ -46,6 +46,7 @@ def build_context(cfg: Config) -> AppContext:
     from services import compactor as compactor_service
     from services import deletes as deletes_service
     from services import overrides as overrides_service
+    from services import ruler as ruler_service
     from services.base import ServiceRegistry
     from services.context import AppContext
     from services.ingester import Ingester
@@ -67,6 +68,7 @@ def build_context(cfg: Config) -> AppContext:
     overrides_service.register(ctx)
     deletes_service.register(ctx)
     compactor_service.register(ctx)
+    ruler_service.register(ctx)
     return ctx
 
 

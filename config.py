@@ -109,9 +109,43 @@ class LimitsConfig(msgspec.Struct, kw_only=True):
     retention_stream: list[RetentionStream] = msgspec.field(default_factory=list)
 
 
+class BasicAuth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    username: str = ""
+    password: str = ""
+
+
+class RemoteWriteClient(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One `ruler.remote_write.clients.<name>`: Prometheus' remote_write keys."""
+    url: str
+    name: str = ""
+    remote_timeout: int = 30 * 10**9  # ns
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    basic_auth: BasicAuth | None = None
+
+
+class RemoteWriteConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    enabled: bool = False
+    clients: dict[str, RemoteWriteClient] = msgspec.field(default_factory=dict)
+    add_org_id_header: bool = True
+    # logstore's own: samples kept in SQLite per client while its receiver is away (the
+    # oldest are dropped beyond it), and how many go in one request
+    max_buffered_samples: int = 1_000_000
+    max_samples_per_send: int = 2000
+
+
 class RulerConfig(msgspec.Struct, kw_only=True):
     enable_api: bool = True
     evaluation_interval: int = 60 * 10**9
+    poll_interval: int = 60 * 10**9
+    alertmanager_url: str = ""  # comma-separated
+    external_url: str = ""
+    external_labels: dict[str, str] = msgspec.field(default_factory=dict)
+    notification_queue_capacity: int = 10000
+    notification_timeout: int = 10 * 10**9
+    resend_delay: int = 60 * 10**9
+    for_outage_tolerance: int = 3600 * 10**9
+    for_grace_period: int = 600 * 10**9
+    remote_write: RemoteWriteConfig = msgspec.field(default_factory=RemoteWriteConfig)
 
 
 class CompactorConfig(msgspec.Struct, kw_only=True):
@@ -210,8 +244,11 @@ LOKI_ONLY_NESTED = {
                       "max_concurrent_tail_requests", "increment_duplicate_timestamp",
                       "allow_deletes", "max_query_lookback",
                       "bloom_gateway_enable_filtering", "tsdb_max_query_parallelism"},
-    "ruler": {"storage", "rule_path", "alertmanager_url", "ring", "enable_alertmanager_v2",
-              "remote_write", "wal", "enable_sharding"},
+    "ruler": {"storage", "rule_path", "ring", "enable_alertmanager_v2", "wal",
+              "enable_sharding", "alertmanager_refresh_interval", "datasource_uid",
+              "evaluation", "sharding_strategy", "search_pending_for", "flush_period",
+              "enable_alertmanager_discovery", "alertmanager_client", "query_stats_enabled",
+              "disable_rule_group_label", "wal_cleaner"},
     "compactor": {"working_directory", "delete_request_store",
                   "retention_delete_worker_count", "shared_store"},
     "querier": {"max_concurrent", "query_ingesters_within", "engine"},
@@ -219,6 +256,7 @@ LOKI_ONLY_NESTED = {
     "pattern_ingester": {"lifecycler", "client_config", "metric_aggregation"},
 }
 
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?i?B?)\s*$", re.IGNORECASE)
 _SIZE_MULT = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 
@@ -226,7 +264,8 @@ DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_q
                    "query_timeout", "evaluation_interval", "compaction_interval",
                    "block_window", "seal_grace_period", "retention_period",
                    "retention_delete_delay", "delete_request_cancel_period",
-                   "delete_max_interval", "period"}
+                   "delete_max_interval", "period", "poll_interval", "notification_timeout",
+                   "resend_delay", "for_outage_tolerance", "for_grace_period"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
                "max_decompressed_size"}
 
@@ -282,6 +321,10 @@ def _check_keys(data: dict, struct_type: type, path: str, warnings: list[str],
             value = parse_duration_ns(value)
         elif key == "retention_stream" and path == "limits_config":
             value = _retention_rules(value, full)
+        elif key == "remote_write" and path == "ruler":
+            value = _remote_write(value, full, warnings)
+        elif key == "external_labels" and path == "ruler":
+            value = _label_map(value, full)
         elif key in SIZE_FIELDS:
             value = parse_size(value)
         out[key] = value
@@ -308,6 +351,63 @@ def config_from_dict(data: dict | None) -> Config:
         raise ConfigError(f"invalid configuration: {exc}") from None
     validate(cfg)
     return cfg
+
+
+_RW_KEYS = {"enabled", "clients", "add_org_id_header", "max_buffered_samples",
+            "max_samples_per_send"}
+_RW_IGNORED = {"config_refresh_period", "client"}
+_RW_CLIENT_KEYS = {"url", "name", "remote_timeout", "headers", "basic_auth"}
+# Prometheus remote_write keys that change nothing here
+_RW_CLIENT_IGNORED = {"queue_config", "metadata_config", "send_exemplars",
+                      "send_native_histograms", "follow_redirects", "enable_http2",
+                      "write_relabel_configs", "round_robin_dns", "protobuf_message"}
+
+
+def _remote_write(value: Any, where: str, warnings: list[str]) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"configuration key {where!r} must be a mapping")
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        if key in _RW_IGNORED:
+            warnings.append(f"{where}.{key}")
+        elif key not in _RW_KEYS:
+            raise ConfigError(f"unknown configuration key '{where}.{key}'")
+        elif key == "clients":
+            if not isinstance(v, dict):
+                raise ConfigError(f"configuration key '{where}.clients' must be a mapping")
+            out["clients"] = {str(name): _remote_write_client(c, f"{where}.clients.{name}",
+                                                             warnings)
+                              for name, c in v.items()}
+        else:
+            out[key] = v
+    return out
+
+
+def _remote_write_client(value: Any, where: str, warnings: list[str]) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"configuration key {where!r} must be a mapping")
+    out: dict[str, Any] = {}
+    for key, v in value.items():
+        if key in _RW_CLIENT_IGNORED:
+            warnings.append(f"{where}.{key}")
+        elif key not in _RW_CLIENT_KEYS:
+            raise ConfigError(f"unknown configuration key '{where}.{key}'")
+        elif key == "remote_timeout":
+            out[key] = parse_duration_ns(v)
+        else:
+            out[key] = v
+    if not out.get("url"):
+        raise ConfigError(f"{where}.url must be set")
+    return out
+
+
+def _label_map(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"configuration key {where!r} must be a mapping")
+    for name in value:
+        if not _LABEL_NAME.match(str(name)):
+            raise ConfigError(f"{where}: invalid label name {name!r}")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def check_limits(defaults: LimitsConfig, keys: dict, path: str) -> LimitsConfig:

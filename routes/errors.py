@@ -8,7 +8,8 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 
 from logql.errors import ParseError, QueryError, QueryTimeout
-from services.errors import PlainError
+from routes.respond import json_response
+from services.errors import JSONError, PlainError
 
 PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
 log = logging.getLogger("logstore.http")
@@ -29,6 +30,11 @@ def plain_response(status: int, message: str, *, newline: bool = False) -> Respo
 
 def handle_plain_error(_: Request, exc: PlainError) -> Response:
     return plain_response(exc.status, exc.message, newline=exc.newline)
+
+
+def handle_json_error(_: Request, exc: JSONError) -> Response:
+    return json_response({"status": "error", "data": None, "errorType": exc.error_type,
+                          "error": exc.message}, exc.status)
 
 
 def handle_query_error(_: Request, exc: ParseError | QueryError) -> Response:
@@ -62,6 +68,7 @@ def handle_internal_error(request: Request, exc: Exception) -> Response:
 
 EXCEPTION_HANDLERS = {
     PlainError: handle_plain_error,
+    JSONError: handle_json_error,
     ParseError: handle_query_error,
     QueryError: handle_query_error,
     QueryTimeout: handle_timeout,

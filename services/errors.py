@@ -9,3 +9,11 @@ class PlainError(Exception):
         self.status = status
         self.message = message
         self.newline = newline
+
+
+class JSONError(Exception):
+    """Answered as Prometheus' API error body: {"status": "error", "errorType", "error"}."""
+
+    def __init__(self, status: int, error_type: str, message: str):
+        super().__init__(message)
+        self.status, self.error_type, self.message = status, error_type, message

@@ -186,11 +186,13 @@ def test_migrate_and_config_commands(tmp_path):
     assert yaml.safe_load(shown.stdout)["server"]["log_level"] == "debug"
 
 
-def test_generated_protobuf_matches_the_proto(tmp_path):
+@pytest.mark.parametrize("name", ["push", "remote"])
+def test_generated_protobuf_matches_the_proto(tmp_path, name):
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}",
-                    f"--python_out={tmp_path}", str(ROOT / "proto" / "push.proto")],
+                    f"--python_out={tmp_path}", str(ROOT / "proto" / f"{name}.proto")],
                    check=True, timeout=60)
-    assert (tmp_path / "push_pb2.py").read_text() == (ROOT / "proto" / "push_pb2.py").read_text()
+    assert (tmp_path / f"{name}_pb2.py").read_text() == \
+        (ROOT / "proto" / f"{name}_pb2.py").read_text()
 
 
 def test_unexpected_errors_are_plain_500_without_traceback(client, monkeypatch):

@@ -300,7 +300,7 @@ class Executor:
         self.t = template
 
     def run(self, data: dict, line: str, ts: int) -> str:
-        st = _State(data, line, ts)
+        st = _State(data, line, ts, self.t.funcs)
         out: list[str] = []
         try:
             st.walk(data, self.t.nodes, out)
@@ -321,10 +321,10 @@ class Executor:
 
 
 class _State:
-    __slots__ = ("root", "line", "ts", "vars")
+    __slots__ = ("root", "line", "ts", "vars", "funcs")
 
-    def __init__(self, data: dict, line: str, ts: int):
-        self.root, self.line, self.ts = data, line, ts
+    def __init__(self, data: dict, line: str, ts: int, funcs: dict = FUNCS):
+        self.root, self.line, self.ts, self.funcs = data, line, ts, funcs
         self.vars: list[list] = [["$", data]]
 
     # ------------------------------------------------------------- control flow
@@ -543,7 +543,7 @@ class _State:
         elif name in _BUILTINS:
             fn, params, variadic = _BUILTINS[name]
         else:
-            f = FUNCS[name]
+            f = self.funcs[name]
             fn, params, variadic = f.fn, f.params, f.variadic
         fixed = len(params)
         if variadic is None and nargs != fixed:

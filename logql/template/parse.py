@@ -527,13 +527,15 @@ class _Parser:
 class Template:
     """A parsed template; `name` is `line` for line_format, `label` for label_format."""
 
-    __slots__ = ("text", "name", "nodes", "_fast", "_exec")
+    __slots__ = ("text", "name", "nodes", "funcs", "_fast", "_exec")
 
-    def __init__(self, text: str, name: str = "line"):
+    def __init__(self, text: str, name: str = "line", funcs: dict | None = None):
+        """`funcs`: the function table (default: LogQL's, sprig's subset)."""
         self.text = text
         self.name = name
+        self.funcs = FUNCS if funcs is None else funcs
         _CURRENT_NAME[0] = name
-        self.nodes = _Parser(text, lex(text), FUNCS).parse()
+        self.nodes = _Parser(text, lex(text), self.funcs).parse()
         self._fast = self._fast_parts()
         self._exec = Executor(self)
 

@@ -1,0 +1,117 @@
+"""Rule groups, alert states and the remote-write buffer in SQLite (migrations/0006_rules.sql).
+Writers run on the writer thread (`Database.write`), readers on a reader."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Sequence
+
+# (tenant, namespace, name, body)
+GroupRow = tuple[str, str, str, str]
+# (rule_key, labels json, state, active_at, fired_at, resolved_at, last_sent_at,
+#  keep_firing_since, value, annotations json)
+StateRow = tuple[str, str, str, int, int, int, int, int, float, str]
+
+
+def groups(conn: sqlite3.Connection, tenant: str | None = None,
+           namespace: str | None = None) -> list[GroupRow]:
+    sql, args = "SELECT tenant, namespace, name, body FROM rule_groups", []
+    where = []
+    if tenant is not None:
+        where.append("tenant = ?")
+        args.append(tenant)
+    if namespace is not None:
+        where.append("namespace = ?")
+        args.append(namespace)
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return list(conn.execute(sql + " ORDER BY tenant, namespace, name", args))
+
+
+def put_group(conn: sqlite3.Connection, tenant: str, namespace: str, name: str,
+              body: str) -> None:
+    conn.execute("INSERT INTO rule_groups (tenant, namespace, name, body, updated_at) "
+                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, namespace, name) "
+                 "DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at",
+                 (tenant, namespace, name, body, time.time()))
+
+
+def delete_group(conn: sqlite3.Connection, tenant: str, namespace: str, name: str) -> bool:
+    gone = conn.execute("DELETE FROM rule_groups WHERE tenant = ? AND namespace = ? "
+                        "AND name = ?", (tenant, namespace, name)).rowcount
+    conn.execute("DELETE FROM alert_states WHERE tenant = ? AND namespace = ? "
+                 "AND group_name = ?", (tenant, namespace, name))
+    return gone > 0
+
+
+def delete_namespace(conn: sqlite3.Connection, tenant: str, namespace: str) -> list[str]:
+    """Remove a namespace's groups; returns their names (none: the namespace did not exist)."""
+    names = [r[0] for r in conn.execute(
+        "SELECT name FROM rule_groups WHERE tenant = ? AND namespace = ?", (tenant, namespace))]
+    conn.execute("DELETE FROM rule_groups WHERE tenant = ? AND namespace = ?",
+                 (tenant, namespace))
+    conn.execute("DELETE FROM alert_states WHERE tenant = ? AND namespace = ?",
+                 (tenant, namespace))
+    return names
+
+
+def alert_states(conn: sqlite3.Connection, tenant: str, namespace: str,
+                 group: str) -> list[StateRow]:
+    return list(conn.execute(
+        "SELECT rule_key, labels, state, active_at, fired_at, resolved_at, last_sent_at, "
+        "keep_firing_since, value, annotations FROM alert_states "
+        "WHERE tenant = ? AND namespace = ? AND group_name = ?", (tenant, namespace, group)))
+
+
+def replace_alert_states(conn: sqlite3.Connection, tenant: str, namespace: str, group: str,
+                         rows: Sequence[StateRow]) -> None:
+    """The group's alert states after an evaluation, in one transaction (writer)."""
+    conn.execute("DELETE FROM alert_states WHERE tenant = ? AND namespace = ? "
+                 "AND group_name = ?", (tenant, namespace, group))
+    conn.executemany(
+        "INSERT INTO alert_states (tenant, namespace, group_name, rule_key, labels, state, "
+        "active_at, fired_at, resolved_at, last_sent_at, keep_firing_since, value, "
+        "annotations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(tenant, namespace, group, *r) for r in rows])
+
+
+# -- the remote-write buffer -------------------------------------------------------------------
+
+def buffer_samples(conn: sqlite3.Connection, clients: Sequence[str], tenant: str,
+                   samples: Sequence[tuple[dict[str, str], int, float]],
+                   max_buffered: int) -> int:
+    """Queue samples (labels, ts_ms, value) for each client (writer); beyond `max_buffered`
+    per client the oldest are dropped. Returns the samples dropped."""
+    dropped = 0
+    rows = [(json.dumps(labels, sort_keys=True), ts, value) for labels, ts, value in samples]
+    for client in clients:
+        conn.executemany("INSERT INTO remote_write_buffer (client, tenant, labels, ts_ms, value) "
+                         "VALUES (?, ?, ?, ?, ?)", [(client, tenant, *r) for r in rows])
+        over = conn.execute("SELECT count(*) FROM remote_write_buffer WHERE client = ?",
+                            (client,)).fetchone()[0] - max_buffered
+        if over > 0:
+            conn.execute("DELETE FROM remote_write_buffer WHERE id IN (SELECT id FROM "
+                         "remote_write_buffer WHERE client = ? ORDER BY id LIMIT ?)",
+                         (client, over))
+            dropped += over
+    return dropped
+
+
+def oldest_samples(conn: sqlite3.Connection, client: str,
+                   limit: int) -> list[tuple[int, str, str, int, float]]:
+    """(id, tenant, labels json, ts_ms, value) of the client's oldest buffered samples."""
+    return list(conn.execute(
+        "SELECT id, tenant, labels, ts_ms, value FROM remote_write_buffer WHERE client = ? "
+        "ORDER BY id LIMIT ?", (client, limit)))
+
+
+def forget_samples(conn: sqlite3.Connection, ids: Sequence[int]) -> int:
+    """Remove sent (or refused) samples from the buffer (writer)."""
+    return conn.execute("DELETE FROM remote_write_buffer WHERE id IN "
+                        "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),)).rowcount
+
+
+def buffered(conn: sqlite3.Connection) -> dict[str, int]:
+    return dict(conn.execute("SELECT client, count(*) FROM remote_write_buffer GROUP BY client"))
