@@ -84,12 +84,17 @@ class Ruler:
         await self.remote.start()
 
     async def stop(self) -> None:
+        await self.pause()
+        await self.notifier.stop()
+        await self.remote.stop()
+
+    async def pause(self) -> None:
+        """Stop evaluating on the clock (groups stay; `evaluate` still runs them): tests
+        that drive evaluation times themselves."""
         self.running = False
         for run in self.runs.values():
             task, run.task = run.task, None
             await cancel_task(task)
-        await self.notifier.stop()
-        await self.remote.stop()
 
     async def load(self) -> None:
         """Every stored group, with its alerts as they were persisted."""
