@@ -9,6 +9,7 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
+from logql.gocompat.values import GoParseError, parse_prom_duration
 from logql.template.errors import TemplateError, TemplateExecError
 from logql.template.funcs import (FUNCS, A, S, Func, FuncError, _regex, _regex_replace_all,
                                   _title)
@@ -117,11 +118,10 @@ def _to_time(v: Any) -> GoTime:
 
 
 def _parse_duration(s: str) -> float:
-    from services.rulegroups import _duration, _Undecodable
     try:
-        return _duration(s) / 1e9
-    except _Undecodable:
-        raise FuncError(f'not a valid duration string: "{s}"') from None
+        return parse_prom_duration(s) / 1e9
+    except GoParseError as exc:
+        raise FuncError(str(exc)) from None
 
 
 def _match(pattern: str, s: str) -> bool:

@@ -13,6 +13,7 @@ import yaml
 
 from logql import ParseError, parse_expr
 from logql.gocompat.format import prom_duration_str
+from logql.gocompat.values import GoParseError, parse_prom_duration
 from logql.syntax import ast as A
 from logql.template.errors import TemplateError
 from services.errors import PlainError
@@ -20,8 +21,6 @@ from services.prom_templates import parse_alert_template
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_DURATION = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
-_UNITS_MS = (365 * 86400_000, 7 * 86400_000, 86400_000, 3600_000, 60_000, 1000, 1)
 
 
 @dataclass
@@ -83,14 +82,10 @@ def _duration(value: Any) -> int:
         return 0
     if not isinstance(value, str):
         raise _Undecodable()
-    if value == "0":
-        return 0
-    m = _DURATION.match(value)
-    if not m:
-        raise _Undecodable()
-    ms = sum(int(m.group(2 * i + 2)) * unit for i, unit in enumerate(_UNITS_MS)
-             if m.group(2 * i + 2))
-    return ms * 10**6
+    try:
+        return parse_prom_duration(value)
+    except GoParseError:
+        raise _Undecodable() from None
 
 
 def _string_map(value: Any) -> dict[str, str]:

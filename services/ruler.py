@@ -47,6 +47,16 @@ class GroupRun:
     task: asyncio.Task | None = None
 
 
+def next_tick(ts: int, now: int, interval: int) -> tuple[int, int]:
+    """The evaluation time after `ts`, and how many ticks an evaluation that ended at `now`
+    overran and skips (Prometheus' missed iterations)."""
+    nxt = ts + interval
+    if now <= nxt:
+        return nxt, 0
+    skipped = (now - nxt) // interval + 1
+    return nxt + skipped * interval, skipped
+
+
 def _samples(result_type: str, result: Any) -> list[tuple[dict[str, str], float]]:
     if result_type == "vector":
         return [(dict(s["metric"]), float(s["value"][1])) for s in result]
@@ -145,13 +155,8 @@ class Ruler:
             except Exception:  # noqa: BLE001 - a broken group must not end the loop
                 log.exception("evaluating rule group %s/%s failed", run.namespace,
                               run.group.name)
-            nxt = ts + interval
-            now = self.clock()
-            if now > nxt:  # the evaluation outlasted its interval: skip the missed ticks
-                skipped = (now - nxt) // interval + 1
-                run.missed += skipped
-                nxt += skipped * interval
-            ts = nxt
+            ts, skipped = next_tick(ts, self.clock(), interval)
+            run.missed += skipped
 
     # -- evaluation --------------------------------------------------------------------------------
     async def evaluate(self, run: GroupRun, ts: int) -> None:

@@ -301,3 +301,22 @@ def test_end_to_end_with_alertmanager(make_client, alertmanager, tmp_path):
 def _rfc(ns: int) -> str:
     from services.alerting import rfc3339
     return rfc3339(ns)
+
+
+@pytest.mark.parametrize("ts, now, want", [
+    (60, 61, (120, 0)),      # done well within the interval
+    (60, 120, (120, 0)),     # exactly at the next tick: still on time
+    (60, 121, (180, 1)),     # overran one tick: skips it
+    (60, 250, (300, 3)),
+])
+def test_a_group_that_overruns_skips_beats(ts, now, want):
+    from services.ruler import next_tick
+    assert next_tick(ts * S, now * S, 60 * S) == (want[0] * S, want[1])
+
+
+def test_missed_iterations_are_counted(client):
+    ruler, run = setup_group(client)
+    run.missed = 2
+    metrics = client.get("/metrics").text
+    assert ('logstore_ruler_group_iterations_missed_total{rule_group="shop;checkout",'
+            'tenant="fake"} 2.0') in metrics
