@@ -143,8 +143,6 @@ class RulerConfig(msgspec.Struct, kw_only=True):
     notification_queue_capacity: int = 10000
     notification_timeout: int = 10 * 10**9
     resend_delay: int = 60 * 10**9
-    for_outage_tolerance: int = 3600 * 10**9
-    for_grace_period: int = 600 * 10**9
     remote_write: RemoteWriteConfig = msgspec.field(default_factory=RemoteWriteConfig)
 
 
@@ -248,7 +246,8 @@ LOKI_ONLY_NESTED = {
               "enable_sharding", "alertmanager_refresh_interval", "datasource_uid",
               "evaluation", "sharding_strategy", "search_pending_for", "flush_period",
               "enable_alertmanager_discovery", "alertmanager_client", "query_stats_enabled",
-              "disable_rule_group_label", "wal_cleaner"},
+              "disable_rule_group_label", "wal_cleaner", "for_outage_tolerance",
+              "for_grace_period"},
     "compactor": {"working_directory", "delete_request_store",
                   "retention_delete_worker_count", "shared_store"},
     "querier": {"max_concurrent", "query_ingesters_within", "engine"},
@@ -265,7 +264,7 @@ DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_q
                    "block_window", "seal_grace_period", "retention_period",
                    "retention_delete_delay", "delete_request_cancel_period",
                    "delete_max_interval", "period", "poll_interval", "notification_timeout",
-                   "resend_delay", "for_outage_tolerance", "for_grace_period"}
+                   "resend_delay"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
                "max_decompressed_size"}
 
@@ -569,6 +568,8 @@ def to_plain(cfg: Config) -> dict:
                 section[key] = prom_duration_str(section[key])
     for rule in plain["limits_config"]["retention_stream"]:
         rule["period"] = prom_duration_str(rule["period"])
+    for client in plain["ruler"]["remote_write"]["clients"].values():
+        client["remote_timeout"] = prom_duration_str(client["remote_timeout"])
     if plain.get("grafana", {}).get("admin_password"):
         plain["grafana"]["admin_password"] = "********"
     return plain
