@@ -34,8 +34,9 @@ SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
 def route_modules() -> list:
-    from routes import admin, delete, grafana, legacy, meta, otlp, push, query, rules, tail
-    return [push, otlp, meta, admin, grafana, query, tail, legacy, delete, rules]
+    from routes import (admin, delete, grafana, index, legacy, meta, otlp, push, query, rules,
+                        tail)
+    return [push, otlp, meta, admin, grafana, query, tail, legacy, delete, rules, index]
 
 
 def build_context(cfg: Config) -> AppContext:

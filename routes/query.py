@@ -62,7 +62,7 @@ def direction_param(params: Params) -> bool:
     raise PlainError(400, f"invalid direction '{text}'")
 
 
-def _step(params: Params, start: int, end: int) -> int:
+def step_of(params: Params, start: int, end: int) -> int:
     text = params.get("step")
     step = step_param(text) if text else default_step_ns(start, end)
     check_resolution(start, end, step)
@@ -90,7 +90,7 @@ def check_limit(ctx: Ctx, limit: int) -> None:
                               f"max_entries_limit_per_query ({limit} > {maximum})")
 
 
-def _check_length(ctx: Ctx, start: int, end: int) -> None:
+def check_length(ctx: Ctx, start: int, end: int) -> None:
     maximum = ctx.config.limits_config.max_query_length
     if maximum > 0 and end - start > maximum:
         raise PlainError(400, "the query time range exceeds the limit (query length: "
@@ -150,12 +150,12 @@ async def query_range(request: Request, ctx: Ctx) -> Response:
     start, end = time_range(params)
     limit = limit_param(params)
     backward = direction_param(params)
-    step = _step(params, start, end)
+    step = step_of(params, start, end)
     interval = _interval(params)
     expr = parse_query(params.get("query"))
     if isinstance(expr, A.LogQuery):
         check_limit(ctx, limit)
-    _check_length(ctx, start, end)
+    check_length(ctx, start, end)
     return await _evaluate(ctx, request, expr, start=start, end=end, limit=limit,
                            backward=backward, interval=interval, step=step, instant=False)
 

@@ -18,6 +18,7 @@ from logql.syntax import ast as A
 from logql.engine.logs import evaluate_log_query
 from logql.engine.metrics import evaluate_metric
 from logql.engine.results import QueryStats
+from services import volume as volume_service
 from storage import streams
 from storage.db import Database
 from storage.reader import LogReader
@@ -116,3 +117,17 @@ class Querier:
             return sorted(await self._visible(tenant, groups, start, end),
                           key=streams.canonical_labels)
         return await self.db.read(streams.series, tenant, groups, start, end)
+
+    def _reader(self, conn: Any) -> LogReader:
+        return LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of,
+                         self.deletes_of)
+
+    async def index_stats(self, tenant: Scope, matchers: Sequence[Matcher], start: int,
+                          end: int) -> dict[str, int]:
+        return await self.db.read(lambda conn: volume_service.index_stats(
+            self._reader(conn), tenant, matchers, start, end))
+
+    async def volume(self, tenant: Scope, req: "volume_service.VolumeRequest",
+                     max_series: int) -> tuple[str, list[dict[str, Any]]]:
+        return await self.db.read(lambda conn: volume_service.volume(
+            self._reader(conn), tenant, req, max_series))

@@ -9,6 +9,7 @@ sees SQL, a connection or a transaction. What it can ask:
     reader.lines(ids, start, end, conditions=..., needles=..., backward=..., ordered=...,
                  limited=...) -> LineScan        row batches (id, stream, ts, line, metadata)
     reader.window_counts(ids, points, want_bytes) -> {(stream, metadata): (lines, bytes)}
+    reader.segments(ids, start, end) -> int      storage segments holding [start, end]
     reader.grouped_counts(group_of, points, want_bytes) -> {(group, ""): (lines, bytes)}
     reader.check_deadline()
 
@@ -173,6 +174,11 @@ class LogReader:
         if self.deletes:
             self._hide_deleted(totals, stream_ids, points)
         return totals
+
+    def segments(self, stream_ids: Sequence[int], start: int, end: int) -> int:
+        """How many storage segments hold the streams' data in [start, end]: sealed blocks,
+        and each stream's head (what index/stats reports as chunks)."""
+        return sealed.segment_count(self.conn, stream_ids, start, end)
 
     def _hide_deleted(self, totals: Totals, stream_ids: Sequence[int],
                       points: list[int]) -> None:

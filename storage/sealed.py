@@ -441,3 +441,16 @@ def _tally(sid: int, c: Counts, a: int, b: int, key: int,
         g[1] += size
     for md, (n, size) in groups.items():
         yield sid, md, key, n, size if with_bytes else 0
+
+
+def segment_count(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int,
+                  end: int) -> int:
+    """Sealed blocks overlapping [start, end], plus one per stream with head rows there."""
+    ids = json.dumps(list(stream_ids))
+    blocks = conn.execute(
+        "SELECT count(*) FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
+        "AND max_ts >= ? AND min_ts <= ?", (ids, start, end)).fetchone()[0]
+    heads = conn.execute(
+        "SELECT count(DISTINCT stream_id) FROM entries WHERE stream_id IN "
+        "(SELECT value FROM json_each(?)) AND ts >= ? AND ts <= ?", (ids, start, end)).fetchone()[0]
+    return blocks + heads
