@@ -34,9 +34,10 @@ SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
 def route_modules() -> list:
-    from routes import (admin, delete, grafana, index, legacy, meta, otlp, push, query, rules,
-                        tail)
-    return [push, otlp, meta, admin, grafana, query, tail, legacy, delete, rules, index]
+    from routes import (admin, delete, drilldown, grafana, index, legacy, meta, otlp, push,
+                        query, rules, tail)
+    return [push, otlp, meta, admin, grafana, query, tail, legacy, delete, rules, index,
+            drilldown]
 
 
 def build_context(cfg: Config) -> AppContext:

@@ -88,7 +88,7 @@ class Querier:
         series; if not, those come straight from the stream index."""
         return self.retention_active() or self.deletes_pending()
 
-    async def _visible(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
+    async def label_sets(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                        end: int) -> list[dict[str, str]]:
         def run(conn: Any) -> list[dict[str, str]]:
             reader = LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of,
@@ -100,21 +100,21 @@ class Querier:
     async def label_names(self, tenant: Scope, start: int, end: int,
                           matchers: Sequence[Matcher] | None) -> list[str]:
         if self._hiding():
-            sets = await self._visible(tenant, [matchers or ()], start, end)
+            sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({name for labels in sets for name in labels})
         return await self.db.read(streams.label_names, tenant, start, end, matchers)
 
     async def label_values(self, tenant: Scope, name: str, start: int, end: int,
                            matchers: Sequence[Matcher] | None) -> list[str]:
         if self._hiding():
-            sets = await self._visible(tenant, [matchers or ()], start, end)
+            sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({labels[name] for labels in sets if name in labels})
         return await self.db.read(streams.label_values, tenant, name, start, end, matchers)
 
     async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                      end: int) -> list[dict[str, str]]:
         if self._hiding():
-            return sorted(await self._visible(tenant, groups, start, end),
+            return sorted(await self.label_sets(tenant, groups, start, end),
                           key=streams.canonical_labels)
         return await self.db.read(streams.series, tenant, groups, start, end)
 

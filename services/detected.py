@@ -1,0 +1,199 @@
+"""Detected labels and fields for Grafana's Logs Drilldown (spec/http-api.md section 10), as
+Loki computes them.
+
+Labels: every stream label of the matching streams with its number of distinct values,
+without labels whose values are all numbers or UUIDs (ids, useless to group by), except
+Loki's static labels (cluster, namespace, instance, pod).
+
+Fields: from the newest `line_limit` lines of a log query: structured metadata (parsers
+[]), labels the query's own parsers extracted, and what parsing the line as JSON, else as
+logfmt, finds (parsers ["json"] / ["logfmt"], with the JSON path). A field's type is that of
+its latest value, tried as Go tries it: int, float, boolean, duration, bytes, string."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from logql.gocompat.values import GoParseError, parse_go_duration
+from logql.pipeline.builder import ERROR, ERROR_DETAILS, LabelsBuilder
+from logql.pipeline.json_parser import JsonParser
+from logql.pipeline.keys import _json_segment
+from logql.pipeline.parsers import LogfmtParser
+
+STATIC_LABELS = {"cluster", "namespace", "instance", "pod"}
+_SKIP = {ERROR, ERROR_DETAILS, "__preserve_error__"}
+_GO_INT = re.compile(r"^[+-]?\d+$")
+_GO_FLOAT = re.compile(r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))$")
+_GO_HEX_FLOAT = re.compile(r"^[+-]?0[xX]([0-9a-fA-F_]*\.?[0-9a-fA-F_]*)[pP][+-]?\d+$")
+_GO_BOOL = {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"}
+# go-humanize ParseBytes: a number, optional space, a unit
+_BYTES = re.compile(r"^([0-9.,]*\.?[0-9]+)\s*([a-zA-Z]*)$")
+_BYTE_UNITS = {"", "b", "k", "kb", "ki", "kib", "m", "mb", "mi", "mib", "g", "gb", "gi", "gib",
+               "t", "tb", "ti", "tib", "p", "pb", "pi", "pib", "e", "eb", "ei", "eib"}
+
+
+def _is_id(value: str) -> bool:
+    try:
+        float(value)
+        return True
+    except ValueError:
+        pass
+    try:
+        uuid.UUID(value)
+        return True
+    except ValueError:
+        return False
+
+
+def reject_label(values: set[str]) -> bool:
+    """Loki's shouldRejectLabel: no values, or only ids (0/1 alone count as booleans)."""
+    if not values:
+        return True
+    if len(values) <= 2 and values <= {"0", "1"}:
+        return False
+    return all(_is_id(v) for v in values)
+
+
+def detected_labels(label_sets: Iterable[dict[str, str]]) -> list[dict[str, Any]]:
+    values: dict[str, set[str]] = {}
+    for labels in label_sets:
+        for name, value in labels.items():
+            values.setdefault(name, set()).add(value)
+    return [{"label": name, "cardinality": len(vals)} for name, vals in sorted(values.items())
+            if (name in STATIC_LABELS and vals) or not reject_label(vals)]
+
+
+def field_type(value: str) -> str:
+    if _GO_INT.match(value):
+        return "int"
+    if _go_float(value):
+        return "float"
+    if value in _GO_BOOL:
+        return "boolean"
+    try:
+        parse_go_duration(value)
+        return "duration"
+    except (GoParseError, ValueError):
+        pass
+    m = _BYTES.match(value.strip())
+    if m and m.group(2).lower() in _BYTE_UNITS:
+        return "bytes"
+    return "string"
+
+
+def _go_float(value: str) -> bool:
+    """strconv.ParseFloat(value, 64) succeeds (decimal, hex with 0x and p, inf, nan)."""
+    return bool(_GO_FLOAT.match(value) or _GO_HEX_FLOAT.match(value))
+
+
+@dataclass
+class Field:
+    parsers: list[str]
+    type: str = "string"
+    values: set[str] = field(default_factory=set)
+    json_path: list[str] | None = None
+
+
+def _json_paths(line: str) -> dict[str, list[str]]:
+    """Flattened JSON key -> its path, as `| json` names nested keys (a_b for {"a":{"b"}})."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return {}
+    out: dict[str, list[str]] = {}
+
+    def walk(node: dict, prefix: str, path: list[str]) -> None:
+        for key, value in node.items():
+            seg = _json_segment(key)
+            name = prefix + "_" + seg if prefix and seg else prefix or seg
+            if isinstance(value, dict):
+                walk(value, name, path + [key])
+            elif name:
+                out.setdefault("_" + name if name[0].isdigit() else name, path + [key])
+
+    if isinstance(obj, dict):
+        walk(obj, "", [])
+    return out
+
+
+def _parse_line(stream: dict[str, str], sm: dict[str, str],
+                line: str) -> tuple[dict[str, str], str | None]:
+    """What `| json`, else `| logfmt`, extracts from the line, and which one did."""
+    for name, parser in (("json", JsonParser()), ("logfmt", LogfmtParser())):
+        labels = LabelsBuilder(stream, sm)
+        parser.process(0, line, labels)
+        if labels.error is None:
+            return labels.parsed_labels(), name
+    return {}, None
+
+
+def detected_fields(entries: Iterable[tuple[dict[str, str], str, dict, dict]],
+                    limit: int) -> dict[str, Field]:
+    """`entries`: (stream labels, line, structured metadata, parsed labels) newest first."""
+    fields: dict[str, Field] = {}
+
+    def add(name: str, value: str, parsers: list[str]) -> Field | None:
+        f = fields.get(name)
+        if f is None:
+            if len(fields) >= limit:
+                return None
+            f = fields[name] = Field(list(parsers))
+        for p in parsers:
+            if p not in f.parsers:
+                f.parsers.append(p)
+        f.type = field_type(value)
+        f.values.add(value)
+        return f
+
+    for stream, line, sm, parsed in entries:
+        for name, value in sm.items():
+            add(name, value, [])
+        found, parser = _parse_line(stream, sm, line)
+        merged = {k: v for k, v in parsed.items() if k not in _SKIP}
+        for k, v in found.items():
+            if k not in _SKIP:
+                merged.setdefault(k, v)
+        parsers = [parser] if parser else []
+        paths = _json_paths(line) if parser == "json" else {}
+        for name, value in merged.items():
+            f = add(name, value, parsers)
+            if f is not None and name in paths:
+                f.json_path = paths[name]
+    return fields
+
+
+def fields_json(fields: dict[str, Field]) -> list[dict[str, Any]]:
+    out = []
+    for name, f in sorted(fields.items()):
+        item: dict[str, Any] = {"label": name, "type": f.type, "cardinality": len(f.values),
+                                "parsers": f.parsers}
+        if f.json_path is not None:
+            item["jsonPath"] = f.json_path
+        out.append(item)
+    return out
+
+
+def field_values(entries: Iterable[tuple[dict[str, str], str, dict, dict]], name: str,
+                 limit: int) -> list[str]:
+    values: list[str] = []
+    seen: set[str] = set()
+    for stream, line, sm, parsed in entries:
+        if len(values) >= limit:
+            break
+        candidates = []
+        if name in sm:
+            candidates.append(sm[name])
+        found, _ = _parse_line(stream, sm, line)
+        if name in parsed:
+            candidates.append(parsed[name])
+        elif name in found:
+            candidates.append(found[name])
+        for v in candidates:
+            if v not in seen:
+                seen.add(v)
+                values.append(v)
+    return sorted(values)
