@@ -48,6 +48,7 @@ def build_context(cfg: Config) -> AppContext:
     from services import compactor as compactor_service
     from services import deletes as deletes_service
     from services import overrides as overrides_service
+    from services import patterns as patterns_service
     from services import ruler as ruler_service
     from services.base import ServiceRegistry
     from services.context import AppContext
@@ -71,6 +72,7 @@ def build_context(cfg: Config) -> AppContext:
     deletes_service.register(ctx)
     compactor_service.register(ctx)
     ruler_service.register(ctx)
+    patterns_service.register(ctx)
     return ctx
 
 

@@ -159,6 +159,7 @@ class CompactorConfig(msgspec.Struct, kw_only=True):
 
 class PatternIngesterConfig(msgspec.Struct, kw_only=True):
     enabled: bool = False
+    retain_for: int = 3 * 3600 * 10**9  # ns: how long mined counts are kept
 
 
 class QuerierConfig(msgspec.Struct, kw_only=True):
@@ -264,7 +265,7 @@ DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_q
                    "block_window", "seal_grace_period", "retention_period",
                    "retention_delete_delay", "delete_request_cancel_period",
                    "delete_max_interval", "period", "poll_interval", "notification_timeout",
-                   "resend_delay"}
+                   "resend_delay", "retain_for"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
                "max_decompressed_size"}
 

@@ -85,4 +85,19 @@ async def detected_field_values(request: Request, ctx: Ctx, name: FromPath[str])
     return json_response({"values": values, "limit": limit} if values else {"values": []})
 
 
-handlers: list[Any] = [detected_labels, detected_fields, detected_field_values]
+@route("/logstore/api/v1/patterns", http_method=["GET", "POST"])
+async def patterns(request: Request, ctx: Ctx) -> Response:
+    service = ctx.extras["patterns"]
+    if not service.enabled:
+        raise PlainError(404, "")  # Loki without its pattern ingester
+    tenant = ctx.read_scope(request)
+    params = await read_params(request)
+    start, end = time_range(params)
+    step = step_of(params, start, end)
+    matchers = parse_matchers(params.get("query") or "")
+    ids = await ctx.querier.stream_ids(tenant, matchers, start, end)
+    data = await service.query(ids, start, end, step) if ids else []
+    return json_response({"status": "success", "data": data})
+
+
+handlers: list[Any] = [detected_labels, detected_fields, detected_field_values, patterns]

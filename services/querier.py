@@ -131,3 +131,11 @@ class Querier:
                      max_series: int) -> tuple[str, list[dict[str, Any]]]:
         return await self.db.read(lambda conn: volume_service.volume(
             self._reader(conn), tenant, req, max_series))
+
+    async def stream_ids(self, tenant: Scope, matchers: Sequence[Matcher], start: int,
+                         end: int) -> list[int]:
+        def run(conn: Any) -> list[int]:
+            reader = self._reader(conn)
+            with reader.snapshot():
+                return list(reader.select_streams(tenant, matchers, start, end))
+        return await self.db.read(run)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from prometheus_client.core import CounterMetricFamily
 
@@ -37,8 +37,9 @@ RECLAIM_EVERY_BLOCKS = 64
 PROGRESS_SECONDS = 10.0
 
 
-def _read_and_encode(conn: Any, sid: int, lo: int, hi: int, limit: int):
-    rows = sealing.head_rows(conn, sid, lo, hi, limit)
+def _read_and_encode(conn: Any, sid: int, lo: int, hi: int, limit: int,
+                     max_id: int | None = None):
+    rows = sealing.head_rows(conn, sid, lo, hi, limit, max_id)
     if not rows:
         return [], None
     return [r[0] for r in rows], blocks.encode(rows)
@@ -58,6 +59,9 @@ class Sealer:
         self._task: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
         self._writes_seen = 0
+        # another service that must read head rows before they leave (the pattern miner):
+        # awaited before each round, it answers the highest entry id that may be sealed
+        self.gate: Callable[[], Awaitable[int | None]] | None = None
         self._stopping = False
         self.blocks_written = 0
         self.rows_sealed = 0
@@ -136,6 +140,7 @@ class Sealer:
         if not pending:
             await self._reclaim()  # what a round cut short (a restart) left free
             return 0
+        max_id = await self.gate() if self.gate is not None else None
         started = last_note = time.monotonic()
         sealed = 0
         cutoff = self.clock() - self.grace_ns
@@ -145,7 +150,7 @@ class Sealer:
                 seen = self._writes_seen
                 t0 = time.perf_counter()
                 ids, block = await self.db.read(_read_and_encode, g.stream_id, g.lo, g.hi,
-                                                self.max_rows)
+                                                self.max_rows, max_id)
                 if block is None:
                     break
                 if not closed and len(ids) < self.max_rows:

@@ -59,11 +59,13 @@ def sealable_groups(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace
 
 
 def head_rows(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int,
-              limit: int) -> list[tuple[int, int, str, str | None]]:
-    """(id, ts, line, metadata) of one stream's head rows with lo <= ts < hi, oldest first."""
+              limit: int, max_id: int | None = None) -> list[tuple[int, int, str, str | None]]:
+    """(id, ts, line, metadata) of one stream's head rows with lo <= ts < hi (and id <=
+    max_id, if given), oldest first."""
     return conn.execute(
         "SELECT id, ts, line, metadata FROM entries WHERE stream_id = ? AND ts >= ? AND ts < ? "
-        "ORDER BY ts, id LIMIT ?", (stream_id, lo, hi, limit)).fetchall()
+        "AND id <= ? ORDER BY ts, id LIMIT ?",
+        (stream_id, lo, hi, (1 << 63) - 1 if max_id is None else max_id, limit)).fetchall()
 
 
 def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,

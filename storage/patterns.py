@@ -1,0 +1,73 @@
+"""Mined patterns in SQLite (migrations/0007_patterns.sql): the miner's state per stream,
+its per-bucket counts, and the high-water mark of mined head entries."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Iterable, Sequence
+
+# (stream_id, cluster_id, template, line, spans, gaps, level, pattern)
+ClusterRow = tuple[int, int, list[str], str, list[list[int]], list[int], str, str]
+
+
+def mined_id(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT mined_id FROM pattern_state WHERE id = 1").fetchone()
+    return row[0] if row else 0
+
+
+def new_entries(conn: sqlite3.Connection, after: int,
+                limit: int) -> list[tuple[int, int, int, str, str | None]]:
+    """(id, stream_id, ts, line, metadata) of head entries with id > after, oldest first."""
+    return list(conn.execute("SELECT id, stream_id, ts, line, metadata FROM entries "
+                             "WHERE id > ? ORDER BY id LIMIT ?", (after, limit)))
+
+
+def clusters(conn: sqlite3.Connection) -> list[ClusterRow]:
+    return [(r[0], r[1], json.loads(r[2]), r[3], json.loads(r[4]), json.loads(r[5]), r[6],
+             r[7]) for r in conn.execute(
+                 "SELECT stream_id, cluster_id, template, line, spans, gaps, level, pattern "
+                 "FROM pattern_clusters")]
+
+
+def save(conn: sqlite3.Connection, changed: Iterable[ClusterRow],
+         counts: dict[tuple[int, int, int], int], up_to_id: int) -> None:
+    """One mining batch (writer): changed clusters, added counts, the new high-water mark."""
+    conn.executemany(
+        "INSERT INTO pattern_clusters (stream_id, cluster_id, template, line, spans, gaps, "
+        "level, pattern) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id, cluster_id) "
+        "DO UPDATE SET template = excluded.template, gaps = excluded.gaps, "
+        "pattern = excluded.pattern",
+        [(s, c, json.dumps(t), line, json.dumps(sp), json.dumps(g), lv, p)
+         for s, c, t, line, sp, g, lv, p in changed])
+    conn.executemany(
+        "INSERT INTO pattern_samples (stream_id, cluster_id, bucket, count) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (stream_id, cluster_id, bucket) DO UPDATE SET count = count + excluded.count",
+        [(s, c, b, n) for (s, c, b), n in counts.items()])
+    conn.execute("INSERT INTO pattern_state (id, mined_id) VALUES (1, ?) "
+                 "ON CONFLICT (id) DO UPDATE SET mined_id = excluded.mined_id", (up_to_id,))
+
+
+def samples(conn: sqlite3.Connection, stream_ids: Sequence[int], start_s: int,
+            end_s: int) -> list[tuple[str, str, int, int]]:
+    """(pattern, level, bucket, count) of the streams' samples with start <= bucket <= end."""
+    return list(conn.execute(
+        "SELECT c.pattern, c.level, s.bucket, s.count FROM pattern_samples s "
+        "JOIN pattern_clusters c ON c.stream_id = s.stream_id AND c.cluster_id = s.cluster_id "
+        "WHERE s.stream_id IN (SELECT value FROM json_each(?)) AND s.bucket >= ? "
+        "AND s.bucket <= ?", (json.dumps(list(stream_ids)), start_s, end_s)))
+
+
+def forget_older(conn: sqlite3.Connection, keep_s: int) -> int:
+    """Drop samples more than `keep_s` older than the newest one, and the clusters left
+    without any (writer). Relative to the newest, so that logs pushed at old timestamps
+    (a backfill, a test) are not dropped as soon as they are mined."""
+    newest = conn.execute("SELECT max(bucket) FROM pattern_samples").fetchone()[0]
+    if newest is None:
+        return 0
+    n = conn.execute("DELETE FROM pattern_samples WHERE bucket < ?",
+                     (newest - keep_s,)).rowcount
+    conn.execute("DELETE FROM pattern_clusters WHERE NOT EXISTS (SELECT 1 FROM pattern_samples "
+                 "s WHERE s.stream_id = pattern_clusters.stream_id "
+                 "AND s.cluster_id = pattern_clusters.cluster_id)")
+    return n
