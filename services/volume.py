@@ -1,5 +1,7 @@
-"""Index stats and log volume (spec/http-api.md section 6), counted from the rollups and the
-block summaries through `LogReader.window_counts`, never by reading lines. Retention and
+"""Index stats and log volume (spec/http-api.md section 6), counted from the per-minute
+rollups through `LogReader.window_counts`, never by reading lines. As Loki counts whole
+chunks, the counts are of whole minutes: a range is widened to the minutes it touches (and
+volume_range buckets that do not fall on minutes to the minute before). Retention and
 pending delete requests apply as in every other read."""
 
 from __future__ import annotations
@@ -7,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from storage.reader import LogReader
+from storage.reader import MINUTE_NS, LogReader
 from storage.streams import Matcher, TenantSet
 
 MAX_SERIES_TEXT = "the query hit the max number of series limit (limit: {} series)"
@@ -28,11 +30,23 @@ class VolumeRequest:
     aggregate_by: str         # series | labels
 
 
+def _minute_floor(ns: int) -> int:
+    return ns - ns % MINUTE_NS
+
+
+def _minutes(bounds: list[int]) -> list[int]:
+    """Bucket bounds moved onto whole minutes: the first and inner ones down, the last up."""
+    out = [_minute_floor(b) for b in bounds[:-1]]
+    out.append(-(-bounds[-1] // MINUTE_NS) * MINUTE_NS)
+    return out
+
+
 def index_stats(reader: LogReader, tenant: str | TenantSet, matchers: Sequence[Matcher],
                 start: int, end: int) -> dict[str, int]:
     with reader.snapshot():
         ids = list(reader.select_streams(tenant, matchers, start, end))
-        totals = reader.window_counts(ids, [start - 1, end], True) if ids else {}
+        points = _minutes([start, end + 1])
+        totals = reader.window_counts(ids, points, True, left_closed=True) if ids else {}
         per_stream: dict[Any, list[int]] = {}
         for (sid, _), (lines, sizes) in totals.items():
             acc = per_stream.setdefault(sid, [0, 0])
@@ -65,12 +79,13 @@ def volume(reader: LogReader, tenant: str | TenantSet, req: VolumeRequest,
     targets = [t for t in req.target_labels if t]
     required = [t for t in targets if t not in names]
     bounds = _bounds(req)
-    points = [b - 1 for b in bounds]  # window_counts' buckets are (p[i], p[i+1]]
+    points = _minutes(bounds)
     with reader.snapshot():
         streams = reader.select_streams(tenant, req.matchers, req.start, req.end)
         streams = {sid: labels for sid, labels in streams.items()
                    if all(labels.get(t) for t in required)}
-        totals = reader.window_counts(list(streams), points, True) if streams else {}
+        totals = reader.window_counts(list(streams), points, True,
+                                      left_closed=True) if streams else {}
     nb = len(points) - 1
     series: dict[tuple, list[int]] = {}
     for (sid, _), (_, sizes) in totals.items():

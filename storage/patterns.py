@@ -48,14 +48,17 @@ def save(conn: sqlite3.Connection, changed: Iterable[ClusterRow],
                  "ON CONFLICT (id) DO UPDATE SET mined_id = excluded.mined_id", (up_to_id,))
 
 
-def samples(conn: sqlite3.Connection, stream_ids: Sequence[int], start_s: int,
-            end_s: int) -> list[tuple[str, str, int, int]]:
-    """(pattern, level, bucket, count) of the streams' samples with start <= bucket <= end."""
+def samples(conn: sqlite3.Connection, stream_ids: Sequence[int], start_s: int, end_s: int,
+            step_s: int) -> list[tuple[str, str, int, int]]:
+    """(pattern, level, step bucket, count) of the streams' samples with start <= bucket
+    <= end, summed per pattern text and `step_s` bucket in SQLite."""
     return list(conn.execute(
-        "SELECT c.pattern, c.level, s.bucket, s.count FROM pattern_samples s "
-        "JOIN pattern_clusters c ON c.stream_id = s.stream_id AND c.cluster_id = s.cluster_id "
-        "WHERE s.stream_id IN (SELECT value FROM json_each(?)) AND s.bucket >= ? "
-        "AND s.bucket <= ?", (json.dumps(list(stream_ids)), start_s, end_s)))
+        "SELECT c.pattern, min(c.level), s.bucket / ?3 * ?3 AS at, sum(s.count) "
+        "FROM pattern_samples s JOIN pattern_clusters c "
+        "ON c.stream_id = s.stream_id AND c.cluster_id = s.cluster_id "
+        "WHERE s.stream_id IN (SELECT value FROM json_each(?4)) AND s.bucket >= ?1 "
+        "AND s.bucket <= ?2 GROUP BY c.pattern, at",
+        (start_s, end_s, step_s, json.dumps(list(stream_ids)))))
 
 
 def forget_older(conn: sqlite3.Connection, keep_s: int) -> int:

@@ -157,23 +157,37 @@ class LogReader:
 
     # -- counts ----------------------------------------------------------------------------
     def window_counts(self, stream_ids: Sequence[int], points: list[int],
-                      want_bytes: bool) -> Totals:
-        """Lines and bytes of each (stream, metadata) in buckets (p[i], p[i+1]], without
-        reading lines: whole minutes from the rollups, the rest counted in SQLite."""
+                      want_bytes: bool, left_closed: bool = False) -> Totals:
+        """Lines and bytes of each (stream, metadata) in buckets (p[i], p[i+1]] (with
+        `left_closed`: [p[i], p[i+1]) ), without reading lines: whole minutes from the
+        rollups, the rest counted in SQLite. Left-closed buckets on whole minutes are the
+        rollups' own and need nothing else."""
         nb = len(points) - 1
         if nb <= 0 or not stream_ids:
             return {}
+        aligned = all(p % MINUTE_NS == 0 for p in points)
+        # [a, b) is (a - 1, b - 1] in integer nanoseconds
+        shifted = [p - 1 for p in points] if left_closed else points
+        if left_closed and aligned:
+            totals, add = _new_totals(nb)
+            minute_ranges = [(points[i], points[i + 1]) for i in range(nb)]
+            for sid, md, i, n, b in rollups.rollup_totals(self.conn, stream_ids,
+                                                          minute_ranges):
+                add(sid, md, i, n, b)
+        else:
+            totals = self._counts(stream_ids, shifted, want_bytes)
+        if self.cutoffs:
+            self._hide_expired(totals, shifted, want_bytes)
+        if self.deletes:
+            self._hide_deleted(totals, stream_ids, shifted)
+        return totals
+
+    def _counts(self, stream_ids: Sequence[int], points: list[int], want_bytes: bool) -> Totals:
         width = points[1] - points[0]
         even = all(b - a == width for a, b in zip(points, points[1:]))
         if even and width % MINUTE_NS == 0 and points[0] % MINUTE_NS == 0:
-            totals = self._grid_counts(stream_ids, points, want_bytes)
-        else:
-            totals = self._edge_counts(stream_ids, points, want_bytes)
-        if self.cutoffs:
-            self._hide_expired(totals, points, want_bytes)
-        if self.deletes:
-            self._hide_deleted(totals, stream_ids, points)
-        return totals
+            return self._grid_counts(stream_ids, points, want_bytes)
+        return self._edge_counts(stream_ids, points, want_bytes)
 
     def segments(self, stream_ids: Sequence[int], start: int, end: int) -> int:
         """How many storage segments hold the streams' data in [start, end]: sealed blocks,
