@@ -95,8 +95,8 @@ async def patterns(request: Request, ctx: Ctx) -> Response:
     start, end = time_range(params)
     step = step_of(params, start, end)
     matchers = parse_matchers(params.get("query") or "")
-    ids = await ctx.querier.stream_ids(tenant, matchers, start, end)
-    data = await service.query(ids, start, end, step) if ids else []
+    ids, hidden = await ctx.querier.stream_ids(tenant, matchers, start, end)
+    data = await service.query(ids, start, end, step, hidden) if ids else []
     return json_response({"status": "success", "data": data})
 
 

@@ -101,6 +101,9 @@ class Deletions:
         self.lines_deleted = 0
         self.bytes_deleted = 0
         self.touched: set[int] = set()  # streams lines were removed from, for the compactor
+        # told (stream, [(ts, line)]) of every batch removed from disk: counts kept
+        # elsewhere (the patterns') follow
+        self.removed_listeners: list[Callable[[int, list[tuple[int, str]]], Any]] = []
         self.status_counts: dict[str, int] = {}  # requests per status, for /metrics
 
     def mode_of(self, tenant: str) -> str:
@@ -271,24 +274,31 @@ class Deletions:
         rows = await self.db.read(deletes.head_matches, sid, start, end, pick)
         for i in range(0, len(rows), 2000):
             chunk = rows[i:i + 2000]
-            n, size = await self.db.write(
+            gone, size = await self.db.write(
                 lambda conn, c=chunk: deletes.delete_head_rows(conn, sid, c))
-            removed += n
-            self.lines_deleted += n
+            removed += len(gone)
+            self.lines_deleted += len(gone)
             self.bytes_deleted += size
+            await self._removed(sid, [(r[1], r[2]) for r in gone])
         ids = await self.db.read(deletes.blocks_overlapping, sid, start, end)
         for i in range(0, len(ids), REWRITE_BATCH):
             began = time.perf_counter()
-            n, size = await self._rewrite(sid, ids[i:i + REWRITE_BATCH], start, end, pick)
-            removed += n
-            self.lines_deleted += n
+            gone, size = await self._rewrite(sid, ids[i:i + REWRITE_BATCH], start, end, pick)
+            removed += len(gone)
+            self.lines_deleted += len(gone)
             self.bytes_deleted += size
+            await self._removed(sid, gone)
             # rewriting is CPU work under the GIL: leave as much time to pushes and queries
             await asyncio.sleep((time.perf_counter() - began) * PAUSE_FACTOR)
         return removed
 
+    async def _removed(self, sid: int, rows: list[tuple[int, str]]) -> None:
+        for listener in self.removed_listeners:
+            if rows:
+                await listener(sid, rows)
+
     async def _rewrite(self, sid: int, block_ids: list[int], start: int, end: int,
-                       pick) -> tuple[int, int]:
+                       pick) -> tuple[list[tuple[int, str]], int]:
         """Rewrite a few blocks: decoded, filtered and encoded on a reader thread, then
         replaced in one writer job (a few tens of milliseconds)."""
         def prepare(conn):
@@ -302,17 +312,18 @@ class Deletions:
             return out
 
         def apply(conn, prepared):
-            lines = size = 0
+            lines: list[tuple[int, str]] = []
+            size = 0
             for block_id, keep, gone, encoded in prepared:
                 removed = deletes.rewrite_block(conn, sid, block_id, keep, gone, encoded)
                 if removed is not None:
-                    lines += len(gone)
+                    lines += [(r[1], r[2]) for r in gone]
                     size += removed
             return lines, size
 
         prepared = await self.db.read(prepare)
         if not prepared:
-            return 0, 0
+            return [], 0
         return await self.db.write(lambda conn: apply(conn, prepared))
 
 

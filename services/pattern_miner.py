@@ -159,19 +159,27 @@ class Miner:
             self._index.setdefault(_key(c.template), []).append(c)
             self.next_id = max(self.next_id, c.id + 1)
 
+    def _best(self, texts: list[str]) -> Cluster | None:
+        best, score = None, -1.0
+        for c in self._index.get(_key(texts), ()):
+            s = similarity(c.template, texts)
+            if s > score:
+                best, score = c, s
+        need = SIMILARITY if _words(texts) > SHORT_WORDS else 1.0
+        return best if best is not None and score >= need else None
+
+    def match(self, line: str) -> Cluster | None:
+        """The cluster the line belongs to, learning nothing from it."""
+        return self._best([t.text for t in tokenize(line)])
+
     def add(self, line: str, level: str = "unknown") -> tuple[Cluster, bool]:
         """The line's cluster, and whether its template changed (or is new)."""
         toks = tokenize(line)
         texts = [t.text for t in toks]
         bucket = self._index.setdefault(_key(texts), [])
-        best, score = None, -1.0
-        for c in bucket:
-            s = similarity(c.template, texts)
-            if s > score:
-                best, score = c, s
-        need = SIMILARITY if _words(texts) > SHORT_WORDS else 1.0
+        best = self._best(texts)
         gaps = _gaps(line, toks)
-        if best is not None and score >= need:
+        if best is not None:
             merged = [a if a == b else VAR for a, b in zip(best.template, texts)]
             changed = merged != best.template or not gaps <= best.gaps
             best.template = merged

@@ -123,6 +123,20 @@ class Patterns:
                 sorted(c.gaps), c.level, c.pattern()) for (sid, _), c in changed.items()]
         return len(rows), out, counts, rows[-1][0]
 
+    async def forget_lines(self, sid: int, rows: list[tuple[int, str]]) -> None:
+        """Lines the compactor removed from disk leave the counts too."""
+        miner = self.miners.get(sid)
+        if miner is None:
+            return
+        counts: dict[tuple[int, str, int], int] = {}
+        for ts, line in rows:
+            cluster = miner.match(line)
+            if cluster is not None:
+                key = (sid, cluster.pattern(), ts // 10**9 // BUCKET_S * BUCKET_S)
+                counts[key] = counts.get(key, 0) + 1
+        if counts:
+            await self.db.write(lambda conn: store.uncount(conn, counts))
+
     async def catch_up(self) -> int:
         """Mine every head entry there is now; the highest entry id mined (the sealer seals
         nothing above it, so no line leaves the head unmined)."""
@@ -138,9 +152,10 @@ class Patterns:
                 await self._load()
 
     # -- the API ----------------------------------------------------------------------------------
-    async def query(self, stream_ids: list[int], start: int, end: int,
-                    step: int) -> list[dict[str, Any]]:
-        """Patterns of these streams in [start, end] with counts per `step` bucket."""
+    async def query(self, stream_ids: list[int], start: int, end: int, step: int,
+                    hidden: list[tuple[int, int, str]] = ()) -> list[dict[str, Any]]:
+        """Patterns of these streams in [start, end] with counts per `step` bucket, without
+        the `hidden` lines (stream, ts, line) that pending delete requests name."""
         step_s = max(BUCKET_S, step // 10**9)
         first = start // 10**9 // BUCKET_S * BUCKET_S  # the bucket `start` falls in
         rows = await self.db.read(store.samples, stream_ids, first, end // 10**9, step_s)
@@ -149,6 +164,14 @@ class Patterns:
         for pattern, level, at, count in rows:
             per.setdefault(pattern, {})[at] = count
             levels.setdefault(pattern, level)
+        for sid, ts, line in hidden:
+            cluster = self.miners[sid].match(line) if sid in self.miners else None
+            series = per.get(cluster.pattern()) if cluster is not None else None
+            at = ts // 10**9 // BUCKET_S * BUCKET_S // step_s * step_s
+            if series and series.get(at, 0) > 0:
+                series[at] -= 1
+        per = {p: {t: n for t, n in series.items() if n > 0} for p, series in per.items()}
+        per = {p: series for p, series in per.items() if series}
         ranked = sorted(per.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
         return [{"pattern": p, "level": levels[p],
                  "samples": [[t, n] for t, n in sorted(series.items())]}
@@ -185,6 +208,9 @@ def register(ctx: Any) -> Patterns:
     if cfg.enabled:
         add_written_listener(ctx.ingester, patterns.notify)
         ctx.extras["sealer"].gate = patterns.catch_up
+        deletions = ctx.extras.get("deletions")
+        if deletions is not None:
+            deletions.removed_listeners.append(patterns.forget_lines)
     ctx.metrics.registry.register(_PatternsCollector(patterns))
     on_lifespan(ctx, patterns.start, patterns.stop)
     return patterns

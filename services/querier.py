@@ -133,9 +133,12 @@ class Querier:
             self._reader(conn), tenant, req, max_series))
 
     async def stream_ids(self, tenant: Scope, matchers: Sequence[Matcher], start: int,
-                         end: int) -> list[int]:
-        def run(conn: Any) -> list[int]:
+                         end: int) -> tuple[list[int], list[tuple[int, int, str]]]:
+        """The matching streams, and (stream, ts, line) of their lines in range that pending
+        delete requests hide."""
+        def run(conn: Any) -> tuple[list[int], list[tuple[int, int, str]]]:
             reader = self._reader(conn)
             with reader.snapshot():
-                return list(reader.select_streams(tenant, matchers, start, end))
+                ids = list(reader.select_streams(tenant, matchers, start, end))
+                return ids, list(reader.hidden_lines(ids, start, end))
         return await self.db.read(run)

@@ -87,16 +87,17 @@ def head_matches(conn: sqlite3.Connection, stream_id: int, start: int, end: int,
 
 
 def delete_head_rows(conn: sqlite3.Connection, stream_id: int,
-                     rows: Sequence[tuple[int, int, str, str | None]]) -> tuple[int, int]:
+                     rows: Sequence[tuple[int, int, str, str | None]]
+                     ) -> tuple[list[tuple[int, int, str, str | None]], int]:
     """Remove these head rows (writer) and their share of the rollups; rows already gone
-    are skipped. Returns the lines and bytes removed."""
+    are skipped. Returns the rows removed and their bytes."""
     present = {r[0] for r in conn.execute(
         "SELECT id FROM entries WHERE id IN (SELECT value FROM json_each(?))",
         (json.dumps([r[0] for r in rows]),))}
     gone = [r for r in rows if r[0] in present]
     conn.execute("DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))",
                  (json.dumps([r[0] for r in gone]),))
-    return len(gone), _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in gone])
+    return gone, _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in gone])
 
 
 def blocks_overlapping(conn: sqlite3.Connection, stream_id: int, start: int,

@@ -74,3 +74,18 @@ def forget_older(conn: sqlite3.Connection, keep_s: int) -> int:
                  "s WHERE s.stream_id = pattern_clusters.stream_id "
                  "AND s.cluster_id = pattern_clusters.cluster_id)")
     return n
+
+
+def uncount(conn: sqlite3.Connection, counts: dict[tuple[int, str, int], int]) -> None:
+    """Take removed lines out of the counts (writer): `counts` is keyed by (stream, pattern
+    text, bucket), since two templates of a stream may print the same."""
+    for (sid, pattern, bucket), n in counts.items():
+        for _ in range(n):
+            conn.execute(
+                "UPDATE pattern_samples SET count = count - 1 "
+                "WHERE (stream_id, cluster_id, bucket) = (SELECT s.stream_id, s.cluster_id, "
+                "s.bucket FROM pattern_samples s JOIN pattern_clusters c "
+                "ON c.stream_id = s.stream_id AND c.cluster_id = s.cluster_id "
+                "WHERE s.stream_id = ? AND c.pattern = ? AND s.bucket = ? AND s.count > 0 "
+                "LIMIT 1)", (sid, pattern, bucket))
+    conn.execute("DELETE FROM pattern_samples WHERE count <= 0")

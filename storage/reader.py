@@ -189,6 +189,24 @@ class LogReader:
             return self._grid_counts(stream_ids, points, want_bytes)
         return self._edge_counts(stream_ids, points, want_bytes)
 
+    def hidden_lines(self, stream_ids: Sequence[int], start: int,
+                     end: int) -> Iterator[tuple[int, int, str]]:
+        """(stream, ts, line) of the lines in [start, end] that pending delete requests hide
+        (what counts kept elsewhere, the patterns', must take out)."""
+        for sid in stream_ids:
+            found = self.deletes.get(sid)
+            if not found:
+                continue
+            lo, hi = max(start, min(f[0] for f in found)), min(end, max(f[1] for f in found))
+            if lo > hi:
+                continue
+            blocks = sealed.SealedBlocks(self.conn, [sid], lo, hi + 1)
+            for rows in scan.scan_by_stream(self.conn, [sid], lo, hi + 1,
+                                            deadline=self.deadline, sealed=blocks):
+                for _, _, ts, line, _ in rows:
+                    if any(a <= ts <= b and pick(line) for a, b, pick in found):
+                        yield sid, ts, line
+
     def segments(self, stream_ids: Sequence[int], start: int, end: int) -> int:
         """How many storage segments hold the streams' data in [start, end]: sealed blocks,
         and each stream's head (what index/stats reports as chunks)."""

@@ -450,7 +450,8 @@ def segment_count(conn: sqlite3.Connection, stream_ids: Sequence[int], start: in
     blocks = conn.execute(
         "SELECT count(*) FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
         "AND max_ts >= ? AND min_ts <= ?", (ids, start, end)).fetchone()[0]
+    # one index probe per stream, not a scan of the head's rows in range
     heads = conn.execute(
-        "SELECT count(DISTINCT stream_id) FROM entries WHERE stream_id IN "
-        "(SELECT value FROM json_each(?)) AND ts >= ? AND ts <= ?", (ids, start, end)).fetchone()[0]
+        "SELECT count(*) FROM json_each(?1) j WHERE EXISTS (SELECT 1 FROM entries "
+        "WHERE stream_id = j.value AND ts >= ?2 AND ts <= ?3)", (ids, start, end)).fetchone()[0]
     return blocks + heads

@@ -135,3 +135,25 @@ def test_disabled_and_errors(make_client, tmp_path):
     assert r.status_code == 400
     assert c.get(PATTERNS, params={"query": '{job="x"}'}).json() == {"status": "success",
                                                                      "data": []}
+
+
+def test_deleted_lines_leave_the_counts_at_once_and_after_compaction(make_client, values):
+    c = make_client({**CONFIG, "compactor": {"retention_enabled": True}})
+    push_all(c, values)
+    mined(c)
+    invalid = HEAD + "Invalid user <_> from <_>"
+    assert totals(patterns(c, values))[invalid] == 113
+    lo, hi = int(values[0][0]), int(values[-1][0])
+    deletions = c.app.state.ctx.extras["deletions"]
+    deletions.clock = lambda: hi + 48 * H
+    r = c.post("/logstore/api/v1/delete", params={
+        "query": '{job="openssh"} |~ "Invalid user .* from"', "start": str(lo // 10**9),
+        "end": str(hi // 10**9 + 1)})
+    assert r.status_code == 204, r.text
+    after = totals(patterns(c, values))
+    assert invalid not in after
+    assert sum(after.values()) == len(values) - 113
+    deletions.clock = lambda: hi + 73 * H  # past the cancel period: off the disk
+    c.blocking_portal.call(c.app.state.ctx.extras["compactor"].run_once)
+    assert c.get("/logstore/api/v1/delete").json()[0]["status"] == "processed"
+    assert totals(patterns(c, values)) == after
