@@ -44,3 +44,8 @@ def canonical_labels(labels: dict[str, str]) -> str:
 def label_pairs_string(pairs: Iterable[tuple[str, str]]) -> str:
     """`{a="1", b="2"}` for pairs already in the wanted order (Prometheus labels.String())."""
     return "{" + ", ".join(f'{k}="{escape_value(v)}"' for k, v in pairs) + "}"
+
+
+# The timestamps logstore takes: int64 nanoseconds less a day at each end, so that window
+# arithmetic near the edges of time never overflows SQLite's INTEGER
+TS_MIN, TS_MAX = -(1 << 63) + 86400 * 10**9, (1 << 63) - 1 - 86400 * 10**9

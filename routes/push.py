@@ -13,6 +13,8 @@ import snappy
 from google.protobuf.message import DecodeError
 from litestar import Request, Response, post
 
+from logql.model import TS_MAX, TS_MIN
+
 from proto import push_pb2
 from routes.errors import PlainError
 from routes.params import parse_timestamp
@@ -127,11 +129,26 @@ def _json_error(exc: msgspec.DecodeError) -> str:
     return f"invalid push request: {text}"
 
 
+def _valid_utf8(body: bytes) -> bytes:
+    """Invalid UTF-8 in strings becomes U+FFFD, as Go's JSON decoder (Loki's) does."""
+    return body.decode("utf-8", "replace").encode("utf-8")
+
+
+def _ts_in_range(ts: int, where: str, text: object) -> int:
+    if not TS_MIN <= ts <= TS_MAX:
+        raise _fail(400, f'invalid timestamp "{text}" at {where}: value out of range '
+                         "(1677-09-23 to 2262-04-10 in nanoseconds)")
+    return ts
+
+
 def decode_json(body: bytes) -> list[RawStream]:
     if not body.strip():
         raise _fail(400, "EOF")
     try:
-        req = _json_push.decode(body)
+        try:
+            req = _json_push.decode(body)
+        except UnicodeDecodeError:
+            req = _json_push.decode(_valid_utf8(body))
     except msgspec.DecodeError as exc:
         raise _fail(400, _json_error(exc)) from None
     out = []
@@ -160,7 +177,8 @@ def decode_json(body: bytes) -> list[RawStream]:
                 raise _fail(400, f'invalid timestamp "{ts_text}" at $.streams[{si}].values[{ei}]'
                                  "[0]: timestamps must be strings of Unix epoch nanoseconds") \
                     from None
-            entries.append((ts, line, md))
+            entries.append((_ts_in_range(ts, f"$.streams[{si}].values[{ei}][0]", ts_text),
+                            line, md))
         out.append(RawStream(list((stream.stream or {}).items()), entries))
     return out
 
@@ -184,7 +202,8 @@ def decode_protobuf(body: bytes) -> list[RawStream]:
             raise _fail(400, f"couldn't parse labels: {exc}") from None
         entries = []
         for e in stream.entries:
-            ts = e.timestamp.seconds * 10**9 + e.timestamp.nanos
+            ts = _ts_in_range(e.timestamp.seconds * 10**9 + e.timestamp.nanos,
+                              "entry timestamp", f"{e.timestamp.seconds}s")
             md = {p.name: p.value for p in e.structuredMetadata} or None
             entries.append((ts, e.line, md))
         out.append(RawStream(pairs, entries))
@@ -195,7 +214,10 @@ def decode_legacy_json(body: bytes) -> list[RawStream]:
     if not body.strip():
         raise _fail(400, "EOF")
     try:
-        req = _legacy_push.decode(body)
+        try:
+            req = _legacy_push.decode(body)
+        except UnicodeDecodeError:
+            req = _legacy_push.decode(_valid_utf8(body))
     except msgspec.DecodeError as exc:
         raise _fail(400, f"invalid push request: {exc}") from None
     out = []

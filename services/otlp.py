@@ -17,6 +17,7 @@ import msgspec
 
 from config import OtlpAttributeRule, OtlpConfig
 from logql.gocompat.format import format_float_f
+from logql.model import TS_MAX
 from services.ingester import RawStream, normalise_metadata_name
 
 # Loki's default resource attributes that become index labels (§3.3)
@@ -203,6 +204,9 @@ class OtlpMapper:
         for name, text in scope_md:
             md.setdefault(name, text)
         ts = record.time_unix_nano or record.observed_time_unix_nano or now_ns
+        if ts > TS_MAX:
+            raise OtlpError(f"invalid timestamp {ts}: value out of range (1677-09-23 to "
+                            "2262-04-10 in nanoseconds)")
         return labels, (ts, render(record.body), md or None)
 
 

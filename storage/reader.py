@@ -30,12 +30,19 @@ from bisect import bisect_left
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from logql.model import TS_MAX, TS_MIN
 from storage import rollups, scan, sealed
 from storage.scan import LineConditions, QueryTimeout, Row
 from storage.sealed import Needle
 from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
 
 MINUTE_NS = rollups.MINUTE_NS
+# a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER
+_LO, _HI = TS_MIN, TS_MAX
+
+
+def _clamp(x: int) -> int:
+    return _LO if x < _LO else _HI if x > _HI else x
 # SQLite VM steps between two deadline checks inside one statement
 _PROGRESS_STEPS = 20_000
 
@@ -107,7 +114,7 @@ class LogReader:
                        start: int, end: int) -> dict[int, dict[str, str]]:
         """Stream id -> labels (sorted by name), for streams matching every matcher with data
         overlapping [start, end]; ids ascending."""
-        ids = select_stream_ids(self.conn, tenant, matchers, start, end)
+        ids = select_stream_ids(self.conn, tenant, matchers, _clamp(start), _clamp(end))
         raw = stream_label_sets(self.conn, ids, tenant)
         out = {sid: dict(sorted(raw[sid].items())) for sid in ids}
         for sid, labels in out.items():
@@ -149,6 +156,7 @@ class LogReader:
         (`ordered`, newest first if `backward`) or stream after stream. `limited`: the
         caller may stop early, so read the cheapest way to the first rows."""
         ids = list(stream_ids)
+        start, end = _clamp(start), _clamp(end)
         cut = [self.cutoffs[i] for i in ids if i in self.cutoffs]
         if cut and len(cut) == len(ids):
             start = max(start, min(cut))
@@ -165,9 +173,10 @@ class LogReader:
         nb = len(points) - 1
         if nb <= 0 or not stream_ids:
             return {}
+        points = [_clamp(p) for p in points]
         aligned = all(p % MINUTE_NS == 0 for p in points)
         # [a, b) is (a - 1, b - 1] in integer nanoseconds
-        shifted = [p - 1 for p in points] if left_closed else points
+        shifted = [_clamp(p - 1) for p in points] if left_closed else points
         if left_closed and aligned:
             totals, add = _new_totals(nb)
             minute_ranges = [(points[i], points[i + 1]) for i in range(nb)]
@@ -265,6 +274,7 @@ class LogReader:
         totals, add = _new_totals(nb)
         if nb <= 0 or not group_of:
             return totals
+        points = [_clamp(p) for p in points]
         if any(sid in self.cutoffs or sid in self.deletes for sid in group_of):
             # per stream (what retention or deletes hide is taken out there), then summed
             for (sid, _), (lines, sizes) in self.window_counts(list(group_of), points,

@@ -1,0 +1,78 @@
+"""Hostile push bodies never yield a 500 (issue 15): invalid UTF-8 in lines and labels (made
+U+FFFD, as Go's JSON decoder does), timestamps beyond what logstore stores, deeply nested
+JSON in a line; and what was accepted reads back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import JSON_HEADERS, PUSH
+
+RANGE = "1677-09-23 to 2262-04-10 in nanoseconds"
+
+
+@pytest.fixture
+def client(make_client):
+    return make_client({"limits_config": {"reject_old_samples": False}})
+
+
+def test_invalid_utf8_becomes_replacement_characters(client):
+    body = (b'{"streams":[{"stream":{"app":"x\xff"},"values":[["1700000000000000000",'
+            b'"bad \xfe\xff bytes"]]}]}')
+    assert client.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+    r = client.get("/logstore/api/v1/query_range", params={
+        "query": '{app="x\ufffd"}', "start": "1699999999000000000", "end": "1700000001000000000"})
+    assert [v[1] for s in r.json()["data"]["result"] for v in s["values"]] == [
+        "bad \ufffd\ufffd bytes"]
+
+
+@pytest.mark.parametrize("ts", ["99999999999999999999999999", "-99999999999999999999",
+                                "9223372036854775807", "-9223372036854775808"])
+def test_timestamps_out_of_range_are_400(client, ts):
+    body = json.dumps({"streams": [{"stream": {"app": "x"}, "values": [[ts, "x"]]}]})
+    r = client.post(PUSH, content=body, headers=JSON_HEADERS)
+    assert (r.status_code, r.text) == (
+        400, f'invalid timestamp "{ts}" at $.streams[0].values[0][0]: '
+             f"value out of range ({RANGE})\n")
+
+
+def test_the_edges_of_the_range_are_stored_and_read(client):
+    from logql.model import TS_MIN
+    for ts in (TS_MIN,):  # the far end is "too new" for any push (creation_grace_period)
+        body = json.dumps({"streams": [{"stream": {"app": "edge"}, "values": [[str(ts), "x"]]}]})
+        assert client.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+        for query in ('{app="edge"}', 'count_over_time({app="edge"}[5m])'):
+            r = client.get("/logstore/api/v1/query_range", params={
+                "query": query, "start": str(ts - 3600 * 10**9), "end": str(ts + 10**9),
+                "step": "60"})
+            assert r.status_code == 200, (ts, query, r.text)
+        r = client.get("/logstore/api/v1/index/stats", params={
+            "query": '{app="edge"}', "start": str(ts - 3600 * 10**9), "end": str(ts + 10**9)})
+        assert r.status_code == 200
+
+
+def test_deep_json_in_a_line_is_a_parser_error_not_a_crash(client):
+    line = "{" * 40000 + "}" * 40000
+    body = json.dumps({"streams": [{"stream": {"app": "deep"},
+                                    "values": [["1700000000000000000", line]]}]})
+    assert client.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+    r = client.get("/logstore/api/v1/query_range", params={
+        "query": '{app="deep"} | json', "start": "1699999999000000000",
+        "end": "1700000001000000000"})
+    assert r.status_code == 200
+    (stream,) = r.json()["data"]["result"]
+    assert stream["stream"]["__error__"] == "JSONParserErr"
+
+
+def test_protobuf_timestamps_out_of_range(client):
+    import snappy
+
+    from proto import push_pb2
+    req = push_pb2.PushRequest()
+    s = req.streams.add(labels='{app="x"}')
+    s.entries.add(line="x").timestamp.seconds = 9_300_000_000
+    r = client.post(PUSH, content=snappy.compress(req.SerializeToString()),
+                    headers={"Content-Type": "application/x-protobuf"})
+    assert r.status_code == 400 and "value out of range" in r.text
