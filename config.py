@@ -107,6 +107,14 @@ class LimitsConfig(msgspec.Struct, kw_only=True):
     # the log deletion API: disabled, filter-only (hide at query time) or filter-and-delete
     deletion_mode: str = "filter-and-delete"
     retention_stream: list[RetentionStream] = msgspec.field(default_factory=list)
+    # ingest limits, Loki's keys (services/ingest_limits.py); 0 switches one off, and all are
+    # off by default: one host has no distributor to shield (Loki: 4, 6, 3MB, 15MB, 5000)
+    ingestion_rate_mb: float = 0.0
+    ingestion_burst_size_mb: float = 0.0
+    per_stream_rate_limit: int = 0       # bytes per second
+    per_stream_rate_limit_burst: int = 0
+    max_global_streams_per_user: int = 0
+    max_streams_per_user: int = 0
 
 
 class BasicAuth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -234,10 +242,7 @@ LOKI_ONLY_NESTED = {
                "register_instrumentation", "graceful_shutdown_timeout", "http_path_prefix"},
     "common": {"storage", "replication_factor", "ring", "instance_addr", "instance_interface_names",
                "compactor_address", "compactor_grpc_address"},
-    "limits_config": {"ingestion_rate_mb", "ingestion_burst_size_mb", "ingestion_rate_strategy",
-                      "per_stream_rate_limit", "per_stream_rate_limit_burst",
-                      "max_global_streams_per_user", "max_streams_per_user",
-                      "split_queries_by_interval", "max_cache_freshness_per_query",
+    "limits_config": {"ingestion_rate_strategy", "split_queries_by_interval", "max_cache_freshness_per_query",
                       "max_query_parallelism", "max_line_size_truncate", "max_chunks_per_query",
                       "unordered_writes", "shard_streams", "query_timeout_default",
                       "max_concurrent_tail_requests", "increment_duplicate_timestamp",
@@ -267,7 +272,7 @@ DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_q
                    "delete_max_interval", "period", "poll_interval", "notification_timeout",
                    "resend_delay", "retain_for"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
-               "max_decompressed_size"}
+               "max_decompressed_size", "per_stream_rate_limit", "per_stream_rate_limit_burst"}
 
 
 def parse_duration_ns(text: str | int | float) -> int:

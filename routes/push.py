@@ -261,7 +261,7 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
                              time.perf_counter() - started)
     message = outcome.error_body()
     if message:
-        raise _fail(400, message)
+        raise _fail(outcome.status, message)
     return Response(content=b"", status_code=204)
 
 

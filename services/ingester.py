@@ -45,6 +45,7 @@ class RawStream:
 @dataclass
 class PushOutcome:
     errors: list[str] = field(default_factory=list)
+    status: int = 400  # 429 when a rate or stream limit refused something
     accepted_lines: int = 0
     accepted_bytes: int = 0
     result: AppendResult | None = None
@@ -107,6 +108,7 @@ class Ingester:
         self.on_written = on_written
         self.stopped = False  # set by /ingester/shutdown
         self._level_md = {}  # detected_level value -> its metadata JSON text
+        self.ingest_limits: Any = None  # services/ingest_limits.IngestLimits, when wired
 
     # -- validation --------------------------------------------------------------------------
     def _stream_labels(self, raw: RawStream, errors: list[str]) -> tuple[dict, str] | None:
@@ -255,6 +257,27 @@ class Ingester:
             return None
         return clean
 
+    def _within_limits(self, tenant: str, prepared: list[PreparedStream],
+                       outcome: PushOutcome) -> list[PreparedStream]:
+        """The tenant's rate (a push over it is refused whole, nothing stored), then each
+        stream's: the active-stream limit and the per-stream rate."""
+        limits = self.ingest_limits
+        sizes = [_stream_bytes(ps) for ps in prepared]
+        text = limits.check_tenant(tenant, sum(len(ps.rows) for ps in prepared), sum(sizes))
+        if text is not None:
+            raise PushError(429, text)
+        kept = []
+        for ps, size in zip(prepared, sizes):
+            text = limits.check_stream(tenant, ps.canonical, len(ps.rows), size)
+            if text is None:
+                kept.append(ps)
+                continue
+            outcome.errors.append(text)
+            outcome.status = 429
+            outcome.accepted_lines -= len(ps.rows)
+            outcome.accepted_bytes -= sum(len(r[2]) for r in ps.rows)
+        return kept
+
     # -- the whole push ------------------------------------------------------------------------
     async def push(self, tenant: str, raw_streams: list[RawStream]) -> PushOutcome:
         if self.stopped:
@@ -262,6 +285,8 @@ class Ingester:
         if not raw_streams:
             raise PushError(422, "error at least one valid stream is required for ingestion")
         prepared, outcome = self.prepare(raw_streams, time.time_ns())
+        if prepared and self.ingest_limits is not None:
+            prepared = self._within_limits(tenant, prepared, outcome)
         if prepared:
             cache = self.db.writer_cache.setdefault("streams", {})
             outcome.result = await self.db.write(lambda conn: append(conn, cache, tenant,
@@ -269,6 +294,11 @@ class Ingester:
             if self.on_written is not None:
                 self.on_written(tenant, outcome.result)
         return outcome
+
+
+def _stream_bytes(ps: PreparedStream) -> int:
+    """What the rate limits count: the bytes of the lines."""
+    return sum(len(r[2].encode("utf-8", "surrogatepass")) for r in ps.rows)
 
 
 class _WrittenFanout:

@@ -154,5 +154,8 @@ def register(ctx: Any) -> Overrides:
     overrides = Overrides(ctx.config.limits_config, rc.file, rc.period)
     ctx.extras["overrides"] = overrides
     ctx.metrics.registry.register(_OverridesCollector(overrides))
+    from services.ingest_limits import IngestLimits, register_metrics
+    ctx.ingester.ingest_limits = IngestLimits(overrides.of)
+    register_metrics(ctx, ctx.ingester.ingest_limits)
     on_lifespan(ctx, overrides.start, overrides.stop)
     return overrides
