@@ -24,6 +24,9 @@ LOGSTORE_VERSION = "0.1.0"
 async def ready(ctx: Ctx) -> Response:
     if ctx.services.stopping:
         return Response("Application is stopping\n", status_code=503, media_type=PLAIN)
+    if ctx.db.disk_full:
+        return Response("Ingester not ready: the disk is full, pushes are refused until "
+                        "there is space again\n", status_code=503, media_type=PLAIN)
     waiting = ctx.services.not_running()
     if waiting or not ctx.db.writer_alive:
         lines = "".join(f"{state}: {count}\n" for state, count in sorted(waiting.items()))

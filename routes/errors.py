@@ -9,7 +9,7 @@ from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFou
 
 from logql.errors import ParseError, QueryError, QueryTimeout
 from routes.respond import json_response
-from services.errors import JSONError, PlainError
+from services.errors import DiskFull, JSONError, PlainError
 
 PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
 log = logging.getLogger("logstore.http")
@@ -35,6 +35,10 @@ def handle_plain_error(_: Request, exc: PlainError) -> Response:
 def handle_json_error(_: Request, exc: JSONError) -> Response:
     return json_response({"status": "error", "data": None, "errorType": exc.error_type,
                           "error": exc.message}, exc.status)
+
+
+def handle_disk_full(_: Request, exc: DiskFull) -> Response:
+    return plain_response(503, str(exc), newline=True)
 
 
 def handle_query_error(_: Request, exc: ParseError | QueryError) -> Response:
@@ -69,6 +73,7 @@ def handle_internal_error(request: Request, exc: Exception) -> Response:
 EXCEPTION_HANDLERS = {
     PlainError: handle_plain_error,
     JSONError: handle_json_error,
+    DiskFull: handle_disk_full,
     ParseError: handle_query_error,
     QueryError: handle_query_error,
     QueryTimeout: handle_timeout,

@@ -1,5 +1,7 @@
 """The error type every layer raises for a request that cannot be served."""
 
+from storage.db import DiskFull  # noqa: F401 - raised by storage, answered 503 at the edge
+
 
 class PlainError(Exception):
     """Answered as `text/plain` with `status`; `newline` mimics Go's http.Error (push path)."""

@@ -99,6 +99,17 @@ def _split_sql(script: str) -> list[str]:
     return statements
 
 
+class DiskFull(Exception):
+    """SQLite could not write: the disk (or `max_page_count`) is full. Nothing of the
+    failed transaction was kept; writes resume once there is space."""
+
+
+def _full(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, sqlite3.Error) and ("database or disk is full" in text
+                                               or "disk I/O error" in text)
+
+
 class _Work:
     __slots__ = ("fn", "future", "loop")
 
@@ -127,6 +138,7 @@ class Database:
         self._reader_conns: list[sqlite3.Connection] = []
         self._reader_lock = threading.Lock()
         self.writer_alive = False
+        self.disk_full = False  # the last write failed for want of space (/ready says so)
         self.commits = 0
         # caches owned by the writer thread (stream ids...): name -> dict, emptied when a
         # transaction rolls back because they may describe rows that no longer exist
@@ -212,16 +224,24 @@ class Database:
                 try:
                     value = work.fn(conn)
                 except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                    conn.execute("ROLLBACK TO work")
-                    conn.execute("RELEASE work")
+                    try:
+                        conn.execute("ROLLBACK TO work")
+                        conn.execute("RELEASE work")
+                    except sqlite3.Error:
+                        raise exc from None  # SQLite rolled the whole transaction back
                     results.append((work, False, exc))
                 else:
                     conn.execute("RELEASE work")
                     results.append((work, True, value))
             conn.execute("COMMIT")
             self.commits += 1
+            if any(ok for _, ok, _ in results):
+                self.disk_full = False
         except BaseException as exc:  # noqa: BLE001
-            log.exception("group commit failed")
+            if _full(exc):
+                log.error("group commit failed, the disk is full: %s", exc)
+            else:
+                log.exception("group commit failed")
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
@@ -231,6 +251,9 @@ class Database:
                 cache.clear()
             results = [(w, False, exc) for w in batch]
         for work, ok, value in results:
+            if not ok and _full(value):
+                self.disk_full = True
+                value = DiskFull(f"the disk is full, nothing was written: {value}")
             _resolve(work, ok, value)
 
     # -- reads -----------------------------------------------------------------------------
