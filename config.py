@@ -82,6 +82,8 @@ class RetentionStream(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class LimitsConfig(msgspec.Struct, kw_only=True):
     max_line_size: int = 256 * 1024
+    max_line_size_truncate: bool = False   # cut long lines instead of refusing them
+    max_line_size_truncate_identifier: str = ""
     max_label_names_per_series: int = 15
     max_label_name_length: int = 1024
     max_label_value_length: int = 2048
@@ -243,7 +245,7 @@ LOKI_ONLY_NESTED = {
     "common": {"storage", "replication_factor", "ring", "instance_addr", "instance_interface_names",
                "compactor_address", "compactor_grpc_address"},
     "limits_config": {"ingestion_rate_strategy", "split_queries_by_interval", "max_cache_freshness_per_query",
-                      "max_query_parallelism", "max_line_size_truncate", "max_chunks_per_query",
+                      "max_query_parallelism", "max_chunks_per_query",
                       "unordered_writes", "shard_streams", "query_timeout_default",
                       "max_concurrent_tail_requests", "increment_duplicate_timestamp",
                       "allow_deletes", "max_query_lookback",

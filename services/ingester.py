@@ -109,6 +109,7 @@ class Ingester:
         self.stopped = False  # set by /ingester/shutdown
         self._level_md = {}  # detected_level value -> its metadata JSON text
         self.ingest_limits: Any = None  # services/ingest_limits.IngestLimits, when wired
+        self.truncated = 0  # lines cut to max_line_size (max_line_size_truncate)
 
     # -- validation --------------------------------------------------------------------------
     def _stream_labels(self, raw: RawStream, errors: list[str]) -> tuple[dict, str] | None:
@@ -194,10 +195,22 @@ class Ingester:
                     continue
                 data = line.encode("utf-8", "surrogatepass")
                 size = len(data)
-                if size > max_line:
-                    errors.append(f"max entry size '{max_line}' bytes exceeded for stream "
-                                  f"'{canonical}' while adding an entry with length '{size}' bytes")
-                    continue
+                if size > max_line > 0:
+                    if not lim.max_line_size_truncate:
+                        errors.append(f"max entry size '{max_line}' bytes exceeded for stream "
+                                      f"'{canonical}' while adding an entry with length "
+                                      f"'{size}' bytes")
+                        continue
+                    # as Loki: cut to the limit, the identifier included (a character cut
+                    # in two is left out)
+                    suffix = lim.max_line_size_truncate_identifier
+                    keep = max_line - len(suffix.encode())
+                    if keep > 0:
+                        data = data[:keep] + suffix.encode()
+                        line = data.decode("utf-8", "ignore")
+                        data = line.encode("utf-8", "surrogatepass")
+                        size = len(data)
+                        self.truncated += 1
                 if md:
                     md = self._check_metadata(md, canonical, errors)
                     if md is None:

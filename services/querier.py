@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from config import LimitsConfig
 from logql.syntax import ast as A
 from logql.engine.logs import evaluate_log_query
+from logql.engine.common import series_limit_error
 from logql.engine.metrics import evaluate_metric
 from logql.engine.results import QueryStats
 from services import volume as volume_service
@@ -65,6 +66,7 @@ class Querier:
                 result = evaluate_log_query(reader, tenant, expr, start, end, limit=limit,
                                             backward=backward, interval_ns=interval,
                                             categorize=categorize, stats=stats)
+                self._check_series(len(result))
                 return QueryResult("streams", result, stats)
             out = evaluate_metric(reader, tenant, expr, start_ns=start, end_ns=end,
                                   step_ns=step, instant=instant, limits=self.limits,
@@ -82,6 +84,12 @@ class Querier:
             LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of, self.deletes_of),
             tenant, query,
             start, end, limit=limit, backward=True, categorize=categorize))
+
+    def _check_series(self, n: int) -> None:
+        """`max_query_series` holds for log results and /series as for metric results."""
+        limit = self.limits.max_query_series
+        if limit > 0 and n > limit:
+            raise series_limit_error(limit)
 
     def _hiding(self) -> bool:
         """Whether retention or a delete request may hide whole streams from labels and
@@ -114,9 +122,12 @@ class Querier:
     async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                      end: int) -> list[dict[str, str]]:
         if self._hiding():
-            return sorted(await self.label_sets(tenant, groups, start, end),
-                          key=streams.canonical_labels)
-        return await self.db.read(streams.series, tenant, groups, start, end)
+            found = sorted(await self.label_sets(tenant, groups, start, end),
+                           key=streams.canonical_labels)
+        else:
+            found = await self.db.read(streams.series, tenant, groups, start, end)
+        self._check_series(len(found))
+        return found
 
     def _reader(self, conn: Any) -> LogReader:
         return LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of,

@@ -106,3 +106,36 @@ def test_limits_per_tenant_from_the_runtime_file(make_client, clock, tmp_path):
 def test_off_by_default(make_client, tmp_path):
     c = make_client({"auth_enabled": True}, data_dir=tmp_path / "d")
     assert push(c, body({f"s{i}": 10 for i in range(50)}, size=10_000)).status_code == 204
+
+
+def test_max_query_series_holds_for_log_queries_and_series(make_client, tmp_path):
+    c = make_client({"limits_config": {"max_query_series": 3}}, data_dir=tmp_path / "q")
+    values = {f"s{i}": 1 for i in range(4)}
+    assert c.post(PUSH, content=body(values), headers=JSON_HEADERS).status_code == 204
+    text = ("maximum number of series (3) reached for a single query; consider reducing query "
+            "cardinality by adding more specific stream selectors, reducing the time range, or "
+            "aggregating results with functions like sum(), count() or topk()")
+    rng = {"start": str(NOW - 10**9), "end": str(NOW + 10**12)}
+    r = c.get("/logstore/api/v1/query_range", params={"query": '{app=~"s.*"}', **rng})
+    assert (r.status_code, r.text) == (400, text)
+    r = c.get("/logstore/api/v1/series", params={"match[]": '{app=~"s.*"}', **rng})
+    assert (r.status_code, r.text) == (400, text)
+    r = c.get("/logstore/api/v1/query_range", params={"query": '{app=~"s[0-2]"}', **rng})
+    assert r.status_code == 200
+
+
+def test_long_lines_truncated_when_asked(make_client, tmp_path):
+    c = make_client({"limits_config": {"max_line_size": "1KB", "max_line_size_truncate": True,
+                                       "max_line_size_truncate_identifier": "…[cut]"}},
+                    data_dir=tmp_path / "t")
+    text = json.dumps({"streams": [{"stream": {"app": "long"},
+                                    "values": [[str(NOW), "é" * 700], [str(NOW + 1), "ok"]]}]})
+    assert c.post(PUSH, content=text, headers=JSON_HEADERS).status_code == 204
+    r = c.get("/logstore/api/v1/query_range", params={
+        "query": '{app="long"}', "start": str(NOW - 10**9), "end": str(NOW + 10**9),
+        "direction": "forward"})
+    got = [v[1] for s in r.json()["data"]["result"] for v in s["values"]]
+    suffix = "…[cut]"
+    keep = 1024 - len(suffix.encode())
+    assert got == ["é" * (keep // 2) + suffix, "ok"]
+    assert len(got[0].encode()) <= 1024
