@@ -37,6 +37,10 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     log_level: str = "info"
     # also answer Loki's own paths (/loki, /prometheus, /api/prom): its clients hard-code them
     loki_paths: bool = True
+    # logstore's own: when set, the operational endpoints that change state (POST /log_level,
+    # /flush, /flush/tenant, /ingester/prepare_shutdown and /ingester/shutdown) want
+    # `Authorization: Bearer <token>`, for hosts without an authenticating proxy in front
+    admin_token: str = ""
 
 
 class CommonConfig(msgspec.Struct, kw_only=True):
@@ -580,6 +584,8 @@ def to_plain(cfg: Config) -> dict:
         client["remote_timeout"] = prom_duration_str(client["remote_timeout"])
     if plain.get("grafana", {}).get("admin_password"):
         plain["grafana"]["admin_password"] = "********"
+    if plain.get("server", {}).get("admin_token"):
+        plain["server"]["admin_token"] = "********"
     return plain
 
 

@@ -3,6 +3,7 @@ shutdown."""
 
 from __future__ import annotations
 
+import hmac
 import platform
 from typing import Any
 
@@ -11,7 +12,7 @@ from litestar import Request, Response, get, route
 
 import config as config_module
 from logql import parse_selector
-from routes.errors import PLAIN
+from routes.errors import PLAIN, PlainError
 from routes.params import read_params
 from routes.respond import json_response
 from routes.deps import Ctx
@@ -44,10 +45,27 @@ async def metrics(ctx: Ctx) -> Response:
     return Response(body, status_code=200, media_type=prometheus_client.CONTENT_TYPE_LATEST)
 
 
+ADMIN_TEXT = "this operational endpoint wants the server's admin token (Authorization: Bearer)"
+
+
+def require_admin(request: Request, ctx: Any) -> None:
+    """With `server.admin_token` set, a state-changing operational request must carry it;
+    compared in constant time."""
+    token = ctx.config.server.admin_token
+    if not token:
+        return
+    given = request.headers.get("authorization", "")
+    scheme, _, value = given.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(),
+                                                             token.encode()):
+        raise PlainError(401, ADMIN_TEXT, newline=True)
+
+
 @route("/log_level", http_method=["GET", "POST"])
 async def log_level(request: Request, ctx: Ctx) -> Response:
     if request.method == "GET":
         return json_response({"message": f"Current log level is {ctx.config.server.log_level}"})
+    require_admin(request, ctx)
     params = await read_params(request)
     level = params.get("log_level", "") or ""
     if level not in config_module.LOG_LEVELS:
@@ -103,7 +121,8 @@ async def show_runtime_config(request: Request, ctx: Ctx) -> Response:
 
 
 @route("/flush", http_method=["GET", "POST"])
-async def flush(ctx: Ctx) -> Response:
+async def flush(request: Request, ctx: Ctx) -> Response:
+    require_admin(request, ctx)
     # every acknowledged push is already committed; as Loki's ingesters flush their chunks,
     # the whole head is sealed into blocks now
     await ctx.extras["sealer"].seal_due(everything=True)
@@ -112,6 +131,7 @@ async def flush(ctx: Ctx) -> Response:
 
 @route("/flush/tenant", http_method=["POST"])
 async def flush_tenant(request: Request, ctx: Ctx) -> Response:
+    require_admin(request, ctx)
     tenant = ctx.tenant(request)
     params = await read_params(request)
     selector = params.get("streams") or ""
@@ -127,6 +147,7 @@ async def prepare_shutdown(request: Request, ctx: Ctx) -> Response:
     if request.method == "GET":
         return Response("set" if control.prepared() else "unset", status_code=200,
                         media_type=PLAIN)
+    require_admin(request, ctx)
     if request.method == "POST":
         control.prepare()
     else:
@@ -136,6 +157,7 @@ async def prepare_shutdown(request: Request, ctx: Ctx) -> Response:
 
 @route("/ingester/shutdown", http_method=["GET", "POST"])
 async def ingester_shutdown(request: Request, ctx: Ctx) -> Response:
+    require_admin(request, ctx)
     params = await read_params(request)
     flags = {}
     for name, default in (("flush", True), ("delete_ring_tokens", False),
