@@ -207,6 +207,11 @@ def _fmt_one(verb: str, v, flags: str, prec) -> str | None:
     return None
 
 
+# Go's fmt takes widths and precisions up to 1e6 (tooLarge); past it, the rest of the format
+# is read as the number and the verb is missing
+_MAX_WIDTH = 1_000_000
+
+
 def _sprintf(fmt: str, *args) -> str:
     out, ai, i, n = [], 0, 0, len(fmt)
     while i < n:
@@ -232,6 +237,9 @@ def _sprintf(fmt: str, *args) -> str:
             while i < n and fmt[i].isdigit():
                 i += 1
             prec = int(fmt[j:i]) if i > j else 0
+        if (width is not None and width > _MAX_WIDTH) or (prec is not None
+                                                           and prec > _MAX_WIDTH):
+            i = n  # Go's parsenum gives up on a number this long and eats the format
         if i >= n:
             out.append("%!(NOVERB)")
             break

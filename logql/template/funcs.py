@@ -193,9 +193,16 @@ def _substr(start: int, end: int, s: str) -> str:
     return s[start:end]
 
 
+# one template call may not build more than this (Go would try, and a gigabyte line takes
+# the process with it)
+MAX_REPEAT_BYTES = 16 << 20
+
+
 def _repeat(n: int, s: str) -> str:
     if n < 0:
         raise FuncError("strings: negative Repeat count")
+    if n * len(s) > MAX_REPEAT_BYTES:
+        raise FuncError(f"strings: Repeat output length over {MAX_REPEAT_BYTES} bytes")
     return s * n
 
 
