@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("logstore")
 
+GIL_SWITCH_INTERVAL = 0.0002  # seconds
+
 SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
@@ -57,6 +59,11 @@ def build_context(cfg: Config) -> AppContext:
     from services.querier import Querier
     from storage.db import Database
 
+    # Reads are Python work on reader threads; with Python's 5 ms GIL switch interval four
+    # heavy queries kept the event loop waiting long enough to take one-line pushes from
+    # 3 ms to a p50 of 265 ms (bench/REPORT.md, issue 15). 0.2 ms hands the GIL back 25 times as often:
+    # p50 31 ms, at a cost to the queries of a few per cent.
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     memory.limit_arenas()  # before the writer and reader threads allocate
     db = Database(cfg.data_dir, synchronous=cfg.storage.synchronous,
                   read_connections=cfg.storage.read_connections)

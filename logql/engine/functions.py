@@ -9,6 +9,8 @@ sums, Welford variance, incremental mean) so results agree to the last digit.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
+from typing import Callable
 
 NAN = float("nan")
 INF = float("inf")
@@ -105,13 +107,7 @@ def quantile(q: float, values: list[float]) -> float:
         return -INF
     if q > 1:
         return INF
-    vs = sorted(values, key=_nan_first)
-    n = len(vs)
-    rank = q * (n - 1)
-    lower = max(0.0, math.floor(rank))
-    upper = min(n - 1.0, lower + 1)
-    weight = rank - math.floor(rank)
-    return vs[int(lower)] * (1 - weight) + vs[int(upper)] * weight
+    return _ranked(q, sorted(values, key=_nan_first))
 
 
 def _nan_first(v: float):
@@ -121,6 +117,55 @@ def _nan_first(v: float):
 
 def quantile_over_time(values, ts, i, j, lo, hi, range_s, param):
     return quantile(param, values[i:j])
+
+
+def sliding_quantiles(q: float, values: list[float], spans: list[tuple[int, int]],
+                      check: Callable[[], None]) -> list[float | None]:
+    """`quantile(q, values[i:j])` for each (i, j) in `spans`, None where the span is empty.
+
+    Windows of a range query overlap (a 10m range at step 1s shares all but a second with
+    its neighbour), so one sorted list is kept and only the values entering and leaving are
+    moved, instead of sorting every window again. NaN breaks ordered insertion, so a series
+    holding one falls back to sorting each window (Go's order, NaN first)."""
+    if any(v != v for v in values):
+        out_nan: list[float | None] = []
+        for n, (i, j) in enumerate(spans):
+            if n % 64 == 0:
+                check()
+            out_nan.append(quantile(q, values[i:j]) if j > i else None)
+        return out_nan
+    window: list[float] = []
+    cur_i = cur_j = 0
+    out: list[float | None] = []
+    for n, (i, j) in enumerate(spans):
+        if n % 64 == 0:
+            check()
+        if j <= i:
+            out.append(None)
+            continue
+        if i >= cur_i and j >= cur_j and i < cur_j and (i - cur_i) + (j - cur_j) < j - i:
+            for v in values[cur_i:i]:
+                del window[bisect_left(window, v)]
+            for v in values[cur_j:j]:
+                insort(window, v)
+        else:
+            window = sorted(values[i:j])
+        cur_i, cur_j = i, j
+        out.append(_ranked(q, window))
+    return out
+
+
+def _ranked(q: float, vs: list[float]) -> float:
+    if q < 0:
+        return -INF
+    if q > 1:
+        return INF
+    n = len(vs)
+    rank = q * (n - 1)
+    lower = max(0.0, math.floor(rank))
+    upper = min(n - 1.0, lower + 1)
+    weight = rank - math.floor(rank)
+    return vs[int(lower)] * (1 - weight) + vs[int(upper)] * weight
 
 
 def first_over_time(values, ts, i, j, lo, hi, range_s, param):

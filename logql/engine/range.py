@@ -25,7 +25,7 @@ from logql.syntax import ast as A
 from logql.pipeline import builder as L
 from logql.plan import compile_log_query, compile_unwrap, labels_read_after
 from logql.engine.common import LabelKey, NS, StepVectors, pipeline_error
-from logql.engine.functions import RANGE_FUNCTIONS
+from logql.engine.functions import RANGE_FUNCTIONS, sliding_quantiles
 from logql.pipeline.builder import LabelsBuilder
 from logql.engine.results import QueryStats
 from storage.reader import MINUTE_NS, LogReader, utf8_len
@@ -66,12 +66,22 @@ def _samples_or_rollups(reader: LogReader, tenant, query: A.LogQuery, lr: A.LogR
         reader.check_deadline()
         ts, values = series[key]
         present = False
-        for k, (lo, hi) in enumerate(windows):
-            i = bisect_right(ts, lo)
-            j = bisect_right(ts, hi)
-            if j > i:
-                out[k][key] = fn(values, ts, i, j, lo, hi, range_s, param)
-                present = True
+        if op == "quantile_over_time":
+            spans = [(bisect_right(ts, lo), bisect_right(ts, hi)) for lo, hi in windows]
+            for k, value in enumerate(sliding_quantiles(param, values, spans,
+                                                        reader.check_deadline)):
+                if value is not None:
+                    out[k][key] = value
+                    present = True
+        else:
+            for k, (lo, hi) in enumerate(windows):
+                if k % 256 == 0:
+                    reader.check_deadline()
+                i = bisect_right(ts, lo)
+                j = bisect_right(ts, hi)
+                if j > i:
+                    out[k][key] = fn(values, ts, i, j, lo, hi, range_s, param)
+                    present = True
         if present and _has_error(key):
             errors.append(key)
     if errors:
