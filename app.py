@@ -57,6 +57,7 @@ def build_context(cfg: Config) -> AppContext:
     from services.ingester import Ingester
     from services.metrics import Metrics
     from services.querier import Querier
+    from services.query_gate import GateCollector, QueryGate
     from storage.db import Database
 
     # Reads are Python work on reader threads; with Python's 5 ms GIL switch interval four
@@ -69,9 +70,13 @@ def build_context(cfg: Config) -> AppContext:
                   read_connections=cfg.storage.read_connections)
     metrics = Metrics(db.size_bytes, lambda: db.commits, build=admin.build_labels())
     ingester = Ingester(db, cfg.limits_config)
+    gate = QueryGate(cfg.querier.max_concurrent,
+                     cfg.query_scheduler.max_outstanding_requests_per_tenant,
+                     lambda tenant: cfg.limits_config.max_query_parallelism)
     ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
                      services=ServiceRegistry(list(SERVICE_NAMES)),
-                     querier=Querier(db, cfg.limits_config))
+                     querier=Querier(db, cfg.limits_config, gate))
+    metrics.registry.register(GateCollector(gate, ctx.querier))
     grafana.register(ctx)
     sealer_service.register(ctx)
     shutdown_service.register(ctx)
@@ -84,6 +89,7 @@ def build_context(cfg: Config) -> AppContext:
 
 
 def _timing_middleware(ctx: AppContext):
+    from routes.cancel import CLIENT_CLOSED, cancellable, run_until_disconnect
     from routes.paths import canonical_path
 
     def factory(app: ASGIApp) -> ASGIApp:
@@ -101,7 +107,10 @@ def _timing_middleware(ctx: AppContext):
                 await send(message)
 
             try:
-                await app(scope, receive, send=capture)
+                if not cancellable(scope):
+                    await app(scope, receive, send=capture)
+                elif await run_until_disconnect(app, scope, receive, capture):
+                    status = CLIENT_CLOSED
             finally:
                 handler = scope.get("route_handler")
                 route = canonical_path(handler.paths) if handler is not None else "other"

@@ -105,6 +105,10 @@ class LimitsConfig(msgspec.Struct, kw_only=True):
     max_entries_limit_per_query: int = 5000
     max_query_series: int = 500
     max_query_length: int = 721 * 3600 * 10**9  # ns
+    max_query_lookback: int = 0     # ns; 0: no limit. Older parts of a query are not read
+    max_query_range: int = 0        # ns; the longest [range] in a metric query; 0: no limit
+    max_query_parallelism: int = 32  # reads of one tenant running at once
+    max_concurrent_tail_requests: int = 10
     query_timeout: int = 60 * 10**9  # ns
     volume_enabled: bool = True
     volume_max_series: int = 1000
@@ -178,6 +182,12 @@ class PatternIngesterConfig(msgspec.Struct, kw_only=True):
 
 class QuerierConfig(msgspec.Struct, kw_only=True):
     multi_tenant_queries_enabled: bool = False
+    max_concurrent: int = 4   # reads running at once in the process (services/query_gate.py)
+
+
+class QuerySchedulerConfig(msgspec.Struct, kw_only=True):
+    # reads in flight (running and waiting) per tenant; one more is answered 429
+    max_outstanding_requests_per_tenant: int = 32000
 
 
 class GrafanaConfig(msgspec.Struct, kw_only=True):
@@ -214,6 +224,7 @@ class Config(msgspec.Struct, kw_only=True):
     distributor: DistributorConfig = msgspec.field(default_factory=DistributorConfig)
     limits_config: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
     querier: QuerierConfig = msgspec.field(default_factory=QuerierConfig)
+    query_scheduler: QuerySchedulerConfig = msgspec.field(default_factory=QuerySchedulerConfig)
     ruler: RulerConfig = msgspec.field(default_factory=RulerConfig)
     compactor: CompactorConfig = msgspec.field(default_factory=CompactorConfig)
     pattern_ingester: PatternIngesterConfig = msgspec.field(default_factory=PatternIngesterConfig)
@@ -233,7 +244,7 @@ class ConfigError(ValueError):
 # Loki keys that mean nothing to a single SQLite process; accepted so a Loki file can be reused.
 LOKI_ONLY_TOP = {
     "target", "schema_config", "storage_config", "ingester", "ingester_client", "frontend",
-    "frontend_worker", "query_range", "query_scheduler", "chunk_store_config",
+    "frontend_worker", "query_range", "chunk_store_config",
     "table_manager", "memberlist", "analytics", "tracing", "index_gateway", "bloom_build",
     "bloom_gateway", "operational_config", "ballast_bytes", "kafka_config",
     "pattern_ingester_client", "block_builder", "block_scheduler", "dataobj", "ui",
@@ -249,10 +260,9 @@ LOKI_ONLY_NESTED = {
     "common": {"storage", "replication_factor", "ring", "instance_addr", "instance_interface_names",
                "compactor_address", "compactor_grpc_address"},
     "limits_config": {"ingestion_rate_strategy", "split_queries_by_interval", "max_cache_freshness_per_query",
-                      "max_query_parallelism", "max_chunks_per_query",
+                      "max_chunks_per_query",
                       "unordered_writes", "shard_streams", "query_timeout_default",
-                      "max_concurrent_tail_requests", "increment_duplicate_timestamp",
-                      "allow_deletes", "max_query_lookback",
+                      "increment_duplicate_timestamp", "allow_deletes",
                       "bloom_gateway_enable_filtering", "tsdb_max_query_parallelism"},
     "ruler": {"storage", "rule_path", "ring", "enable_alertmanager_v2", "wal",
               "enable_sharding", "alertmanager_refresh_interval", "datasource_uid",
@@ -262,7 +272,9 @@ LOKI_ONLY_NESTED = {
               "for_grace_period"},
     "compactor": {"working_directory", "delete_request_store",
                   "retention_delete_worker_count", "shared_store"},
-    "querier": {"max_concurrent", "query_ingesters_within", "engine"},
+    "querier": {"query_ingesters_within", "engine"},
+    "query_scheduler": {"max_queue_hierarchy_levels", "querier_forget_delay",
+                        "grpc_client_config", "use_scheduler_ring", "scheduler_ring"},
     "distributor": {"ring", "rate_store", "otlp_config"},
     "pattern_ingester": {"lifecycler", "client_config", "metric_aggregation"},
 }
@@ -272,6 +284,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?i?B?)\s*$", re.IGNORECASE)
 _SIZE_MULT = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 
 DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_query_length",
+                   "max_query_lookback", "max_query_range",
                    "query_timeout", "evaluation_interval", "compaction_interval",
                    "block_window", "seal_grace_period", "retention_period",
                    "retention_delete_delay", "delete_request_cancel_period",
@@ -345,6 +358,7 @@ def _check_keys(data: dict, struct_type: type, path: str, warnings: list[str],
 _SECTION_TYPES: dict[str, type] = {
     "server": ServerConfig, "common": CommonConfig, "distributor": DistributorConfig,
     "limits_config": LimitsConfig, "querier": QuerierConfig, "ruler": RulerConfig,
+    "query_scheduler": QuerySchedulerConfig,
     "compactor": CompactorConfig, "pattern_ingester": PatternIngesterConfig,
     "grafana": GrafanaConfig, "storage": StorageConfig, "runtime_config": RuntimeConfig,
 }

@@ -8,6 +8,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 
 from logql.errors import ParseError, QueryError, QueryTimeout
+from services.query_gate import TooManyOutstanding
 from routes.respond import json_response
 from services.errors import DiskFull, JSONError, PlainError
 
@@ -50,6 +51,10 @@ def handle_timeout(_: Request, __: QueryTimeout) -> Response:
     return plain_response(504, TIMEOUT_TEXT)
 
 
+def handle_too_many_outstanding(_: Request, exc: TooManyOutstanding) -> Response:
+    return plain_response(429, str(exc))
+
+
 def handle_not_found(_: Request, __: NotFoundException) -> Response:
     return Response(content="404 page not found\n", status_code=404, media_type=PLAIN)
 
@@ -77,6 +82,7 @@ EXCEPTION_HANDLERS = {
     ParseError: handle_query_error,
     QueryError: handle_query_error,
     QueryTimeout: handle_timeout,
+    TooManyOutstanding: handle_too_many_outstanding,
     NotFoundException: handle_not_found,
     MethodNotAllowedException: handle_method_not_allowed,
     HTTPException: handle_http_exception,

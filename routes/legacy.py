@@ -49,7 +49,7 @@ async def legacy_query(request: Request, ctx: Ctx) -> Response:
     expr = parse_query(text)
     if not isinstance(expr, A.LogQuery):
         raise PlainError(400, NOT_STREAMS)
-    check_limit(ctx, limit)
+    check_limit(ctx, request, limit)
     _, result, stats = await run_query(ctx, request, expr, start=start, end=end, limit=limit,
                                        backward=backward, interval=0, step=0, instant=False,
                                        categorize=False)

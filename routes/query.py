@@ -26,6 +26,7 @@ from routes.errors import PlainError
 from routes.params import Params, parse_timestamp, read_params, step_param, time_range
 from routes.respond import json_response
 from routes.deps import Ctx
+from config import LimitsConfig
 
 log = logging.getLogger("logstore.query")
 
@@ -83,15 +84,31 @@ def parse_query(text: str | None) -> Any:
     return parse_expr(text or "")  # a ParseError is answered 400 at the edge
 
 
-def check_limit(ctx: Ctx, limit: int) -> None:
-    maximum = ctx.config.limits_config.max_entries_limit_per_query
+def check_limit(ctx: Ctx, request: Request, limit: int) -> None:
+    maximum = _limits(ctx, request).max_entries_limit_per_query
     if maximum > 0 and limit > maximum:
         raise PlainError(400, "max entries limit per query exceeded, limit > "
                               f"max_entries_limit_per_query ({limit} > {maximum})")
 
 
-def check_length(ctx: Ctx, start: int, end: int) -> None:
-    maximum = ctx.config.limits_config.max_query_length
+def _limits(ctx: Ctx, request: Request) -> LimitsConfig:
+    return ctx.querier.limits_for(ctx.read_scope(request))
+
+
+def lookback_start(ctx: Ctx, request: Request, start: int) -> int:
+    """`max_query_lookback`: data older than now minus it is not read; as Loki does, the
+    start moves up (a range entirely before it answers an empty result)."""
+    lookback = _limits(ctx, request).max_query_lookback
+    return max(start, time.time_ns() - lookback) if lookback > 0 else start
+
+
+def _empty(result_type: str) -> Response:
+    return json_response({"status": "success", "data": {
+        "resultType": result_type, "result": [], "stats": stats_json(QueryStats())}})
+
+
+def check_length(ctx: Ctx, request: Request, start: int, end: int) -> None:
+    maximum = _limits(ctx, request).max_query_length
     if maximum > 0 and end - start > maximum:
         raise PlainError(400, "the query time range exceeds the limit (query length: "
                               f"{go_duration_str(end - start)}, limit: "
@@ -154,8 +171,11 @@ async def query_range(request: Request, ctx: Ctx) -> Response:
     interval = _interval(params)
     expr = parse_query(params.get("query"))
     if isinstance(expr, A.LogQuery):
-        check_limit(ctx, limit)
-    check_length(ctx, start, end)
+        check_limit(ctx, request, limit)
+    start = lookback_start(ctx, request, start)
+    if start > end:
+        return _empty("streams" if isinstance(expr, A.LogQuery) else "matrix")
+    check_length(ctx, request, start, end)
     return await _evaluate(ctx, request, expr, start=start, end=end, limit=limit,
                            backward=backward, interval=interval, step=step, instant=False)
 
@@ -175,13 +195,18 @@ async def query(request: Request, ctx: Ctx) -> Response:
     limit = limit_param(params)
     backward = direction_param(params)
     expr = parse_query(params.get("query"))
+    earliest = lookback_start(ctx, request, at - INSTANT_LOOKBACK_NS)
     if isinstance(expr, A.LogQuery):
-        check_limit(ctx, limit)
+        check_limit(ctx, request, limit)
+        if earliest > at:
+            return _empty("streams")
         # a log query at one instant covers the lookback window up to and including `time`
-        return await _evaluate(ctx, request, expr, start=at - INSTANT_LOOKBACK_NS,
+        return await _evaluate(ctx, request, expr, start=earliest,
                                end=at + 1, limit=limit, backward=backward, interval=0,
                                step=0, instant=True)
     # a metric query is evaluated once, at `time`
+    if earliest > at:
+        return _empty("vector")
     return await _evaluate(ctx, request, expr, start=at, end=at, limit=limit,
                            backward=backward, interval=0, step=0, instant=True)
 

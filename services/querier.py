@@ -9,23 +9,30 @@ each is chosen once, in routes/errors.py.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from config import LimitsConfig
+from logql.errors import QueryError
+from logql.gocompat.format import prom_duration_str
 from logql.syntax import ast as A
 from logql.engine.logs import evaluate_log_query
 from logql.engine.common import series_limit_error
 from logql.engine.metrics import evaluate_metric
 from logql.engine.results import QueryStats
 from services import volume as volume_service
+from services.query_gate import QueryGate
 from storage import streams
 from storage.db import Database
 from storage.reader import LogReader
 from storage.streams import Matcher, TenantSet
 
 Scope = str | TenantSet
+T = TypeVar("T")
 
 
 @dataclass
@@ -35,10 +42,39 @@ class QueryResult:
     stats: QueryStats
 
 
+def _log_ranges(node: Any) -> Iterator[A.LogRange]:
+    if isinstance(node, A.LogRange):
+        yield node
+    elif isinstance(node, tuple):
+        for item in node:
+            yield from _log_ranges(item)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, A.LogQuery):
+        for f in dataclasses.fields(node):
+            yield from _log_ranges(getattr(node, f.name))
+
+
+def check_interval_limit(expr: Any, limit: int) -> None:
+    """`limits_config.max_query_range`: no [range] in a metric query longer than the limit
+    (Loki checks it in its engine, so rules and every query endpoint meet it)."""
+    if limit <= 0:
+        return
+    for log_range in _log_ranges(expr):
+        if log_range.range_ns > limit:
+            raise QueryError(f"[interval] value exceeds limit: "
+                             f"[{prom_duration_str(log_range.range_ns)}] > "
+                             f"[{prom_duration_str(limit)}]")
+
+
 class Querier:
-    def __init__(self, db: Database, limits: LimitsConfig):
+    def __init__(self, db: Database, limits: LimitsConfig, gate: QueryGate | None = None):
         self.db = db
         self.limits = limits
+        # per-tenant limits (services/overrides.py replaces this with the runtime overrides)
+        self.limits_of: Callable[[str], LimitsConfig] = lambda _tenant: limits
+        self.gate = gate or QueryGate(0, 0, lambda _tenant: 0)
+        self.reads_running = 0      # on reader threads right now (what /metrics shows)
+        self.reads_cancelled = 0    # stopped because whoever asked went away
+        self._count_lock = threading.Lock()
         # retention (services/compactor.py): the oldest visible timestamp of a stream, by
         # tenant and labels
         self.cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None
@@ -47,48 +83,88 @@ class Querier:
         self.deletes_of: Callable[[str, dict[str, str]], list] | None = None
         self.deletes_pending: Callable[[], bool] = lambda: False
 
-    def _deadline(self, began: float) -> float | None:
-        timeout = self.limits.query_timeout
-        return began + timeout / 1e9 if timeout > 0 else None
+    def limits_for(self, tenant: Scope) -> LimitsConfig:
+        """A tenant's limits; a multi-tenant read takes the defaults."""
+        return self.limits_of(tenant) if isinstance(tenant, str) else self.limits
+
+    def _reader_at(self, conn: Any, tenant: Scope, began: float) -> LogReader:
+        limits = self.limits_for(tenant)
+        deadline = began + limits.query_timeout / 1e9 if limits.query_timeout > 0 else None
+        cutoff_of = self.cutoff_of
+        if limits.max_query_lookback > 0:
+            # nothing older than the lookback is read, whatever the range asks (Loki's
+            # querier clamps every selection the same way); retention may cut later still
+            floor = time.time_ns() - limits.max_query_lookback
+            retention = self.cutoff_of
+
+            def cutoff_of(own: str, labels: dict[str, str]) -> int:
+                cut = retention(own, labels) if retention is not None else None
+                return floor if cut is None else max(cut, floor)
+        return LogReader(conn, deadline, cutoff_of, self.deletes_of)
+
+    async def _read(self, tenant: Scope, fn: Callable[[LogReader], T]) -> T:
+        """fn(reader) on a reader thread, once the tenant's turn comes (services/query_gate.py).
+        When the caller goes away (the client disconnected, the server stops) the read is
+        stopped at its next statement or deadline check, not left to run to the end."""
+        readers: list[LogReader] = []
+
+        def run(conn: Any) -> T:
+            reader = self._reader_at(conn, tenant, time.monotonic())
+            readers.append(reader)
+            with self._count_lock:
+                self.reads_running += 1
+            try:
+                return fn(reader)
+            finally:
+                with self._count_lock:
+                    self.reads_running -= 1
+
+        key = tenant if isinstance(tenant, str) else str(tenant)
+        async with self.gate.slot(key):
+            try:
+                return await self.db.read(run)
+            except asyncio.CancelledError:
+                for reader in readers:
+                    reader.cancelled = True
+                self.reads_cancelled += 1
+                raise
 
     async def query(self, tenant: Scope, expr: Any, *, start: int, end: int, limit: int,
                     backward: bool, interval: int = 0, step: int = 0, instant: bool = False,
                     categorize: bool = False, queue_time: float = 0.0) -> QueryResult:
         """A parsed log or metric query over [start, end] (a metric instant query at `end`)."""
+        check_interval_limit(expr, self.limits_for(tenant).max_query_range)
         stats = QueryStats(queue_time=queue_time)
         submitted = time.monotonic()
 
-        def run(conn: Any) -> QueryResult:
-            began = time.monotonic()
-            stats.queue_time += began - submitted
-            reader = LogReader(conn, self._deadline(began), self.cutoff_of, self.deletes_of)
+        def run(reader: LogReader) -> QueryResult:
+            stats.queue_time += time.monotonic() - submitted
             if isinstance(expr, A.LogQuery):
                 result = evaluate_log_query(reader, tenant, expr, start, end, limit=limit,
                                             backward=backward, interval_ns=interval,
                                             categorize=categorize, stats=stats)
                 return QueryResult("streams", result, stats)
             out = evaluate_metric(reader, tenant, expr, start_ns=start, end_ns=end,
-                                  step_ns=step, instant=instant, limits=self.limits,
+                                  step_ns=step, instant=instant, limits=self.limits_for(tenant),
                                   stats=stats)
             return QueryResult(out.result_type, out.result, stats)
 
-        return await self.db.read(run)
+        return await self._read(tenant, run)
 
     async def history(self, tenant: str, query: A.LogQuery, start: int, end: int, limit: int,
                       categorize: bool) -> list[dict]:
         """The newest `limit` entries a tail sends first."""
         if start >= end:
             return []
-        return await self.db.read(lambda conn: evaluate_log_query(
-            LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of, self.deletes_of),
-            tenant, query,
-            start, end, limit=limit, backward=True, categorize=categorize))
+        return await self._read(tenant, lambda reader: evaluate_log_query(
+            reader, tenant, query, start, end, limit=limit, backward=True,
+            categorize=categorize))
 
-    def _check_series(self, n: int) -> None:
+    def _check_series(self, tenant: Scope, n: int) -> None:
         """`max_query_series` holds for /series as for metric results (a log result is
         bounded by its line limit; `| json` may give each line its own label set, which Loki
         answers)."""
-        limit = self.limits.max_query_series
+        limit = self.limits_for(tenant).max_query_series
         if limit > 0 and n > limit:
             raise series_limit_error(limit)
 
@@ -99,26 +175,26 @@ class Querier:
 
     async def label_sets(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                        end: int) -> list[dict[str, str]]:
-        def run(conn: Any) -> list[dict[str, str]]:
-            reader = LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of,
-                               self.deletes_of)
+        def run(reader: LogReader) -> list[dict[str, str]]:
             with reader.snapshot():
                 return list(reader.visible_streams(tenant, groups, start, end).values())
-        return await self.db.read(run)
+        return await self._read(tenant, run)
 
     async def label_names(self, tenant: Scope, start: int, end: int,
                           matchers: Sequence[Matcher] | None) -> list[str]:
         if self._hiding():
             sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({name for labels in sets for name in labels})
-        return await self.db.read(streams.label_names, tenant, start, end, matchers)
+        return await self._read(tenant, lambda reader: streams.label_names(
+            reader.conn, tenant, start, end, matchers))
 
     async def label_values(self, tenant: Scope, name: str, start: int, end: int,
                            matchers: Sequence[Matcher] | None) -> list[str]:
         if self._hiding():
             sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({labels[name] for labels in sets if name in labels})
-        return await self.db.read(streams.label_values, tenant, name, start, end, matchers)
+        return await self._read(tenant, lambda reader: streams.label_values(
+            reader.conn, tenant, name, start, end, matchers))
 
     async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                      end: int) -> list[dict[str, str]]:
@@ -126,31 +202,27 @@ class Querier:
             found = sorted(await self.label_sets(tenant, groups, start, end),
                            key=streams.canonical_labels)
         else:
-            found = await self.db.read(streams.series, tenant, groups, start, end)
-        self._check_series(len(found))
+            found = await self._read(tenant, lambda reader: streams.series(
+                reader.conn, tenant, groups, start, end))
+        self._check_series(tenant, len(found))
         return found
-
-    def _reader(self, conn: Any) -> LogReader:
-        return LogReader(conn, self._deadline(time.monotonic()), self.cutoff_of,
-                         self.deletes_of)
 
     async def index_stats(self, tenant: Scope, matchers: Sequence[Matcher], start: int,
                           end: int) -> dict[str, int]:
-        return await self.db.read(lambda conn: volume_service.index_stats(
-            self._reader(conn), tenant, matchers, start, end))
+        return await self._read(tenant, lambda reader: volume_service.index_stats(
+            reader, tenant, matchers, start, end))
 
     async def volume(self, tenant: Scope, req: "volume_service.VolumeRequest",
                      max_series: int) -> tuple[str, list[dict[str, Any]]]:
-        return await self.db.read(lambda conn: volume_service.volume(
-            self._reader(conn), tenant, req, max_series))
+        return await self._read(tenant, lambda reader: volume_service.volume(
+            reader, tenant, req, max_series))
 
     async def stream_ids(self, tenant: Scope, matchers: Sequence[Matcher], start: int,
                          end: int) -> tuple[list[int], list[tuple[int, int, str]]]:
         """The matching streams, and (stream, ts, line) of their lines in range that pending
         delete requests hide."""
-        def run(conn: Any) -> tuple[list[int], list[tuple[int, int, str]]]:
-            reader = self._reader(conn)
+        def run(reader: LogReader) -> tuple[list[int], list[tuple[int, int, str]]]:
             with reader.snapshot():
                 ids = list(reader.select_streams(tenant, matchers, start, end))
                 return ids, list(reader.hidden_lines(ids, start, end))
-        return await self.db.read(run)
+        return await self._read(tenant, run)

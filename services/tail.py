@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import msgspec
 
@@ -275,15 +275,19 @@ class TooManyTails(Exception):
 class TailHub:
     """Tenant -> live tail sessions; fed by the ingester after every commit."""
 
-    def __init__(self, max_per_tenant: int = MAX_TAILS_PER_TENANT):
-        self.max_per_tenant = max_per_tenant
+    def __init__(self, max_of: Callable[[str], int] = lambda _t: MAX_TAILS_PER_TENANT):
+        # `limits_config.max_concurrent_tail_requests` of a tenant (runtime overrides apply)
+        self.max_of = max_of
         self._tailers: dict[str, list[Tailer]] = {}
 
     def add(self, tailer: Tailer) -> None:
         current = self._tailers.setdefault(tailer.tenant, [])
-        if len(current) >= self.max_per_tenant:
+        limit = self.max_of(tailer.tenant)
+        if len(current) >= limit:
+            if not current:
+                del self._tailers[tailer.tenant]
             raise TooManyTails("max concurrent tail requests limit exceeded, count > limit "
-                               f"({len(current) + 1} > {self.max_per_tenant})")
+                               f"({len(current) + 1} > {limit})")
         current.append(tailer)
 
     def remove(self, tailer: Tailer) -> None:
@@ -316,7 +320,7 @@ def register(ctx: Any) -> TailHub:
     """Create the hub and subscribe it to committed pushes."""
     from services.ingester import add_written_listener
 
-    hub = TailHub()
+    hub = TailHub(lambda tenant: ctx.querier.limits_for(tenant).max_concurrent_tail_requests)
     ctx.extras["tail_hub"] = hub
     add_written_listener(ctx.ingester, hub.on_written)
 

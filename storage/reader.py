@@ -67,6 +67,9 @@ class LogReader:
                  deletes_of: Callable[[str, dict[str, str]], list] | None = None):
         self.conn = conn
         self.deadline = deadline
+        # set from another thread when the request that wanted this read went away: every
+        # statement and every deadline check then ends the read as if its time were up
+        self.cancelled = False
         # delete requests: (start, end, line predicate) per stream, by tenant and labels;
         # the lines they name are left out of every read until they are gone from disk
         self.deletes_of = deletes_of
@@ -88,8 +91,7 @@ class LogReader:
             yield self
             return
         conn.execute("BEGIN")
-        if self.deadline is not None:
-            conn.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+        conn.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
         try:
             yield self
         except sqlite3.OperationalError as exc:
@@ -97,16 +99,16 @@ class LogReader:
                 raise QueryTimeout() from None
             raise
         finally:
-            if self.deadline is not None:
-                conn.set_progress_handler(None, 0)
+            conn.set_progress_handler(None, 0)
             if conn.in_transaction:
                 conn.execute("COMMIT")
 
     def _past_deadline(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
+        return self.cancelled or (self.deadline is not None
+                                  and time.monotonic() > self.deadline)
 
     def check_deadline(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self._past_deadline():
             raise QueryTimeout()
 
     # -- streams ---------------------------------------------------------------------------

@@ -255,3 +255,26 @@ def test_a_client_that_does_not_read_gets_dropped_entries(srv):
             got = await entries_until(ws, 1)
             assert got[0][1][1] == "after the storm"
     run(main())
+
+
+def test_max_concurrent_tail_requests_is_a_per_tenant_limit(tmp_path):
+    server = LogstoreServer(tmp_path / "d", {"auth_enabled": True, "limits_config": {
+        "max_concurrent_tail_requests": 1}}).start()
+
+    async def main():
+        url = ws_url(server, query='{job="one"}')
+        async with websockets.connect(url, additional_headers={"X-Scope-OrgID": "a"}):
+            async with websockets.connect(url, additional_headers={"X-Scope-OrgID": "a"}) as extra:
+                with pytest.raises(websockets.ConnectionClosedError) as info:
+                    await extra.recv()
+            assert (info.value.rcvd.code, info.value.rcvd.reason) == (
+                1011, "max concurrent tail requests limit exceeded, count > limit (2 > 1)")
+            # tenant b has its own allowance
+            async with websockets.connect(url, additional_headers={"X-Scope-OrgID": "b"}) as ws:
+                await push(server, {"job": "one"}, ["for b"], tenant="b")
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                assert frame["streams"][0]["values"][0][1] == "for b"
+    try:
+        run(main())
+    finally:
+        server.stop()
