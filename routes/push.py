@@ -183,7 +183,23 @@ def decode_json(body: bytes) -> list[RawStream]:
     return out
 
 
-def decode_protobuf(body: bytes) -> list[RawStream]:
+def snappy_decoded_len(body: bytes) -> int:
+    """The length a raw snappy block says it inflates to (its leading varint), -1 if the
+    varint is broken: read before inflating, so a small bomb is refused without it."""
+    size = shift = 0
+    for i, byte in enumerate(body[:5]):
+        size |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return size
+        shift += 7
+    return -1
+
+
+def decode_protobuf(body: bytes, limit: int) -> list[RawStream]:
+    declared = snappy_decoded_len(body)
+    if declared > limit:
+        raise _fail(413, "request body too large: decompressed message size too large than "
+                         f"max ({declared} vs {limit})")
     try:
         raw = snappy.uncompress(body)
     except Exception:  # noqa: BLE001 - python-snappy raises several types for bad input
@@ -255,7 +271,7 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
     if media == "application/json":
         streams = decode_legacy_json(body) if legacy else decode_json(body)
     else:
-        streams = decode_protobuf(body)
+        streams = decode_protobuf(body, limits.max_decompressed_size)
     outcome = await ctx.ingester.push(tenant, streams)  # a PushError is answered as it is
     ctx.metrics.observe_push(tenant, outcome.accepted_lines, outcome.accepted_bytes,
                              time.perf_counter() - started)

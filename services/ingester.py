@@ -57,7 +57,26 @@ class PushOutcome:
         counts = Counter(self.errors)
         if len(counts) == 1 and len(self.errors) == 1:
             return self.errors[0]
-        return "; ".join(f"{n} errors like: {msg}" for msg, n in counts.items())
+        parts, size = [], 0
+        for msg, n in counts.items():
+            if size > MAX_ERROR_BODY:
+                parts.append(f"and {len(counts) - len(parts)} more kinds of error")
+                break
+            parts.append(f"{n} errors like: {msg}")
+            size += len(parts[-1])
+        return "; ".join(parts)
+
+
+# A refused push echoes what it refused, as Loki does, but a label set of 10,000 pairs or a
+# push of 10,000 bad streams should not come back as megabytes: texts are cut here.
+MAX_SHOWN = 4096
+MAX_ERROR_BODY = 16 << 10
+
+
+def _shown(text: str) -> str:
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:MAX_SHOWN]}... ({len(text)} characters)"
 
 
 # after /ingester/shutdown (services/shutdown.py), as Loki's ingester answers then
@@ -126,7 +145,7 @@ class Ingester:
                 errors.append(f"couldn't parse labels: {problem}")
                 return None
             if name in labels:
-                errors.append(f"stream '{canonical_labels(dict(raw.labels))}' has duplicate "
+                errors.append(f"stream '{_shown(canonical_labels(dict(raw.labels)))}' has duplicate "
                               f"label name: '{name}'")
                 return None
             if value != "":
@@ -140,20 +159,22 @@ class Ingester:
             else:
                 labels["service_name"] = "unknown_service"
         canonical = canonical_labels(labels)
+        shown = _shown(canonical)
         if not labels:
             errors.append("error at least one label pair is required per stream")
             return None
         counted = len(labels) - (1 if "service_name" in labels else 0)
         if counted > lim.max_label_names_per_series:
-            errors.append(f"entry for stream '{canonical}' has {counted} label names; "
+            errors.append(f"entry for stream '{shown}' has {counted} label names; "
                           f"limit {lim.max_label_names_per_series}")
             return None
         for name, value in labels.items():
             if len(name) > lim.max_label_name_length:
-                errors.append(f"stream '{canonical}' has label name too long: '{name}'")
+                errors.append(f"stream '{shown}' has label name too long: '{_shown(name)}'")
                 return None
             if len(value) > lim.max_label_value_length:
-                errors.append(f"stream '{canonical}' has label value too long: '{value}'")
+                errors.append(f"stream '{shown}' has label value too long: "
+                              f"'{_shown(value)}'")
                 return None
         return labels, canonical
 

@@ -76,3 +76,39 @@ def test_protobuf_timestamps_out_of_range(client):
     r = client.post(PUSH, content=snappy.compress(req.SerializeToString()),
                     headers={"Content-Type": "application/x-protobuf"})
     assert r.status_code == 400 and "value out of range" in r.text
+
+
+def test_a_snappy_bomb_is_refused_by_its_declared_size_before_inflating(client):
+    import snappy
+    bomb = snappy.compress(b"\0" * (120 << 20))           # 120 MiB of zeros in ~6 MB
+    r = client.post(PUSH, content=bomb, headers={"Content-Type": "application/x-protobuf"})
+    assert (r.status_code, r.text) == (
+        413, f"request body too large: decompressed message size too large than max "
+             f"({120 << 20} vs {100 << 20})\n")
+
+
+def test_a_gzip_bomb_stops_at_the_default_limit(client):
+    import gzip
+    bomb = gzip.compress(b"\0" * (101 << 20), 1)          # 101 MiB of zeros in ~100 KB
+    r = client.post(PUSH, content=bomb, headers={**JSON_HEADERS, "Content-Encoding": "gzip"})
+    assert r.status_code == 413
+    assert r.text.startswith("request body too large: decompressed message size too large "
+                             f"than max ({(100 << 20) + 1} vs {100 << 20})")
+
+
+def test_ten_thousand_labels_are_refused_without_echoing_them_all(client):
+    labels = {f"l{i}": "v" * 10 for i in range(10_000)}
+    body = json.dumps({"streams": [{"stream": labels, "values": [["1700000000000000000", "x"]]}]})
+    r = client.post(PUSH, content=body, headers=JSON_HEADERS)
+    assert r.status_code == 400 and len(r.text) < 5000
+    assert r.text.startswith("entry for stream '{l0=\"vvvvvvvvvv\", l1=\"vvvvvvvvvv\",")
+    assert r.text.endswith("... (198922 characters)' has 10000 label names; limit 15\n")
+
+
+def test_many_bad_streams_give_a_bounded_answer(client):
+    streams = [{"stream": {"app": f"a{i}", "x": "y" * 3000}, "values": [["1700000000000000000", "x"]]}
+               for i in range(2000)]
+    r = client.post(PUSH, content=json.dumps({"streams": streams}), headers=JSON_HEADERS)
+    assert r.status_code == 400 and len(r.text) < 20_000
+    assert r.text.startswith("1 errors like: stream '{app=\"a0\", ")
+    assert r.text.rstrip("\n").endswith("more kinds of error")

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 import msgspec
 
+from logql.errors import QueryError
 from logql.syntax import ast as A
 from logql.plan import LogPlan, compile_log_query, compile_unwrap
 from logql.pipeline.builder import LabelsBuilder
@@ -155,11 +156,21 @@ def evaluate_log_query(reader: LogReader, tenant: Any, query: A.LogQuery, start:
     return categorized_result(kept) if categorize else streams_result(kept)
 
 
+# A log result is held whole before it is encoded; `line_format` can make each line up to
+# 16 MiB (`repeat`), so 5000 of them would be gigabytes. Loki's querier refuses results over
+# its 100 MB gRPC message limit; logstore stops at 64 MiB of line text, which no Grafana
+# panel or logcli page comes near.
+MAX_RESULT_CHARS = 64 << 20
+RESULT_TOO_LARGE = ("the query result is larger than 64 MiB of log lines; lower the limit or "
+                    "filter the lines")
+
+
 def _collect(reader: LogReader, plan: LogPlan, tenant: Any, start: int, end: int,
              limit: int, backward: bool, interval_ns: int, categorize: bool,
              stats: QueryStats) -> list:
     feed = _Feed(reader, plan, tenant, start, end, stats)
     kept: list = []
+    size = 0
     if limit > 0 and feed.ids:
         entries = feed.entries(backward, True, True)
         last_ts: int | None = None
@@ -181,6 +192,9 @@ def _collect(reader: LogReader, plan: LogPlan, tenant: Any, start: int, end: int
                     kept.append((tuple(labels.labels().items()), ts, line))
                 if len(kept) >= limit:
                     break
+                size += len(line)
+                if size > MAX_RESULT_CHARS:
+                    raise QueryError(RESULT_TOO_LARGE)
         finally:
             entries.close()
             feed.finish()
