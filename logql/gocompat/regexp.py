@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
+from typing import Any, Callable
 
 import re2
 
@@ -80,18 +82,37 @@ def go_regex_error(pattern: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
+# Compiled regexes are cached for the next query, but only small ones: RE2 lets one program
+# grow to 8 MiB, and 4096 cached giants would be gigabytes. Big programs compile per query.
+_CACHE_MAX = 4096
+_CACHE_PROGRAM_MAX = 4096   # RE2 instructions
+_compiled: dict[tuple[str, bool | None], Any] = {}
+_cache_lock = threading.Lock()
+
+
+def _cached(key: tuple[str, bool | None], build: Callable[[], Any]) -> Any:
+    found = _compiled.get(key)
+    if found is None:
+        found = build()
+        if found.programsize <= _CACHE_PROGRAM_MAX:
+            with _cache_lock:  # reader threads compile concurrently
+                if len(_compiled) >= _CACHE_MAX:
+                    _compiled.pop(next(iter(_compiled)))  # the oldest goes
+                _compiled[key] = found
+    return found
+
+
 def compile_full(pattern: str, dot_nl: bool):
     """Anchored regex for label matching: Prometheus selectors use ``(?s)`` (``dot_nl``),
     label filters use Go's Perl flags where ``.`` does not match a newline."""
     flags = "(?s:" if dot_nl else "(?:"
-    return re2.compile("^" + flags + pattern + ")$", options=_OPTIONS)
+    return _cached((pattern, dot_nl),
+                   lambda: re2.compile("^" + flags + pattern + ")$", options=_OPTIONS))
 
 
-@functools.lru_cache(maxsize=4096)
 def compile_search(pattern: str):
     """Unanchored regex (line filters ``|~``, ``| regexp``)."""
-    return re2.compile(pattern, options=_OPTIONS)
+    return _cached((pattern, None), lambda: re2.compile(pattern, options=_OPTIONS))
 
 
 _NAMED_GROUP = re.compile(r"\(\?P?<([^>]*)>")
