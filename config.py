@@ -195,6 +195,9 @@ class QuerySchedulerConfig(msgspec.Struct, kw_only=True):
 class GrafanaConfig(msgspec.Struct, kw_only=True):
     admin_user: str = "admin"
     admin_password: str = ""
+    # Grafana's [security] keys: failed Basic logins allowed per login in 5 minutes
+    disable_brute_force_login_protection: bool = False
+    brute_force_login_protection_max_attempts: int = 5
 
 
 class StorageConfig(msgspec.Struct, kw_only=True):

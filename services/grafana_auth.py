@@ -192,4 +192,9 @@ async def on_start(ctx: Any) -> None:
 
 
 def register(ctx: Any) -> None:
+    from services.login_attempts import LoginAttempts
+    g = ctx.config.grafana
+    ctx.extras["login_attempts"] = LoginAttempts(
+        g.brute_force_login_protection_max_attempts,
+        enabled=not g.disable_brute_force_login_protection)
     ctx.extras.setdefault("on_start", []).append(on_start)
