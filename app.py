@@ -36,10 +36,10 @@ SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
 def route_modules() -> list:
-    from routes import (admin, delete, drilldown, grafana, index, legacy, meta, otlp, push,
-                        query, rules, tail)
+    from routes import (admin, delete, drilldown, grafana, index, legacy, meta, openapi, otlp,
+                        push, query, rules, tail)
     return [push, otlp, meta, admin, grafana, query, tail, legacy, delete, rules, index,
-            drilldown]
+            drilldown, openapi]
 
 
 def build_context(cfg: Config) -> AppContext:

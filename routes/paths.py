@@ -26,6 +26,14 @@ def loki_alias(path: str) -> str | None:
     return None
 
 
+def logstore_path(path: str) -> str:
+    """The logstore name of a path given by its Loki name (itself if it is not one)."""
+    for ours, theirs in LOKI_PREFIXES:
+        if path.startswith(theirs):
+            return ours + path[len(theirs):]
+    return path
+
+
 def is_loki_alias(path: str) -> bool:
     return any(path.startswith(theirs) for _, theirs in LOKI_PREFIXES)
 
