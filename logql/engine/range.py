@@ -243,6 +243,16 @@ def _absent_labels(selector: A.StreamSelector) -> LabelKey:
 
 # ----------------------------------------------------------------------------- rollups
 
+GRID_POINTS = 2000
+
+
+def _small_grid(lo: int, hi: int, width: int, windows: list) -> bool:
+    """Whether a uniform grid over [lo, hi] is cheap: up to 2000 points (33 hours of
+    minutes), or not much more than the windows' own edges."""
+    points = (hi - lo) // width
+    return points <= GRID_POINTS or points <= 4 * len(windows) + 4
+
+
 def _from_rollups(reader: LogReader, tenant, query: A.LogQuery, op: str, windows,
                   range_ns: int, stats: QueryStats) -> StepVectors:
     """Window totals from rollups + exact edge corrections, without reading lines."""
@@ -256,7 +266,10 @@ def _from_rollups(reader: LogReader, tenant, query: A.LogQuery, op: str, windows
     step = windows[1][1] - windows[0][1] if len(windows) > 1 else range_ns
     width = math.gcd(range_ns, step)
     want_bytes = op in BYTES_OPS
-    if width % MINUTE_NS == 0 and lo % MINUTE_NS == 0:
+    # a uniform grid of whole minutes serves overlapping windows best, unless the range
+    # dwarfs the step ([999999h] at step 1m would be 60 million points): then only the
+    # windows' own edges are counted
+    if width % MINUTE_NS == 0 and lo % MINUTE_NS == 0 and _small_grid(lo, hi, width, windows):
         points = list(range(lo, hi + 1, width))
     else:
         points = sorted({x for w in windows for x in w})
@@ -310,8 +323,8 @@ def eval_summed_counts(reader: LogReader, tenant, node: A.VectorAggregation,
     lo, hi = windows[0][0], windows[-1][1]
     step = windows[1][1] - windows[0][1] if len(windows) > 1 else lr.range_ns
     width = math.gcd(lr.range_ns, step)
-    if width % MINUTE_NS or lo % MINUTE_NS:
-        return None
+    if width % MINUTE_NS or lo % MINUTE_NS or not _small_grid(lo, hi, width, windows):
+        return None   # not a grid of whole minutes, or one far larger than the windows
     label_sets = reader.select_streams(tenant, lr.query.selector.matchers, lo + 1, hi)
     sids = list(label_sets)
     names = sorted(set(node.grouping.labels))
