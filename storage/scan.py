@@ -38,6 +38,17 @@ _FOLD_OUTSIDE_ASCII = set("kKsS")
 Row = tuple  # (id, stream_id, ts, line, metadata)
 
 
+MAX_SQL_ALTERNATIVES = 64
+MAX_SQL_TERMS = 64
+
+
+def _first_terms(parts: list[str], params: list) -> tuple[list[str], list]:
+    if len(parts) <= MAX_SQL_TERMS:
+        return parts, params
+    kept = parts[:MAX_SQL_TERMS]
+    return kept, params[:sum(p.count("?") for p in kept)]
+
+
 @dataclass
 class LineConditions:
     """Conditions on the stored line that every line kept by the query satisfies.
@@ -56,6 +67,8 @@ class LineConditions:
         parts: list[str] = []
         params: list = []
         for clause in self.all_of:
+            if len(clause) > MAX_SQL_ALTERNATIVES:
+                continue  # SQLite's expression depth is bounded: this one is left to Python
             alts: list[str] = []
             alt_params: list = []
             for text, ci in clause:
@@ -79,6 +92,9 @@ class LineConditions:
             parts.append("(instr(line, ?) > 0 OR instr(line, '\\') > 0 "
                          "OR instr(coalesce(metadata, ''), ?) > 0)")
             params.extend((value, f'"{name}":'))
+        # SQLite nests an AND chain one level per term, up to 1000: a query of 2000 line
+        # filters keeps the first ones in SQL and leaves the rest to the pipeline
+        parts, params = _first_terms(parts, params)
         if not parts:
             return "", []
         return " AND " + " AND ".join(parts), params
