@@ -19,6 +19,7 @@ from proto import push_pb2
 from routes.errors import PlainError
 from routes.params import parse_timestamp
 from routes.deps import Ctx
+from services import memory
 from services.ingester import RawStream
 from services.labelset import LabelSetError, parse_label_set
 
@@ -266,8 +267,12 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
     if not media or "/" not in media:
         raise _fail(400, "mime: no media type")
     body = await read_body(request, limits.max_recv_msg_size)
-    body = decode_content_encoding(body, request.headers.get("content-encoding", ""),
-                                   limits.max_decompressed_size)
+    try:
+        body = decode_content_encoding(body, request.headers.get("content-encoding", ""),
+                                       limits.max_decompressed_size)
+    finally:
+        if len(body) > memory.LARGE_BYTES or request.headers.get("content-encoding"):
+            memory.trim_soon()   # a refused bomb inflated up to the limit before its 413
     if media == "application/json":
         streams = decode_legacy_json(body) if legacy else decode_json(body)
     else:

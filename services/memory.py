@@ -42,3 +42,27 @@ def trim() -> None:
     lib = _glibc()
     if lib is not None:
         lib.malloc_trim(0)
+
+
+# Work that allocated this much is followed by a trim: a 100 MB push body or a big query
+# result otherwise stays resident after it is freed.
+LARGE_BYTES = 8 << 20
+_trim_pending = False
+
+
+def trim_soon() -> None:
+    """malloc_trim on a worker thread, at most one at a time; never waits."""
+    global _trim_pending
+    if _trim_pending or _glibc() is None:
+        return
+    _trim_pending = True
+
+    def run() -> None:
+        global _trim_pending
+        try:
+            trim()
+        finally:
+            _trim_pending = False
+
+    import threading
+    threading.Thread(target=run, name="logstore-trim", daemon=True).start()

@@ -24,6 +24,7 @@ from logql.engine.logs import evaluate_log_query
 from logql.engine.common import series_limit_error
 from logql.engine.metrics import evaluate_metric
 from logql.engine.results import QueryStats
+from services import memory
 from services import volume as volume_service
 from services.query_gate import QueryGate
 from storage import streams
@@ -33,6 +34,7 @@ from storage.streams import Matcher, TenantSet
 
 Scope = str | TenantSet
 T = TypeVar("T")
+LONG_READ_SECONDS = 0.5
 
 
 @dataclass
@@ -121,6 +123,7 @@ class Querier:
 
         key = tenant if isinstance(tenant, str) else str(tenant)
         async with self.gate.slot(key):
+            began = time.monotonic()
             try:
                 return await self.db.read(run)
             except asyncio.CancelledError:
@@ -128,6 +131,9 @@ class Querier:
                     reader.cancelled = True
                 self.reads_cancelled += 1
                 raise
+            finally:
+                if time.monotonic() - began > LONG_READ_SECONDS:
+                    memory.trim_soon()  # a long read usually held large batches and results
 
     async def query(self, tenant: Scope, expr: Any, *, start: int, end: int, limit: int,
                     backward: bool, interval: int = 0, step: int = 0, instant: bool = False,
