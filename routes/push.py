@@ -91,10 +91,22 @@ def decode_content_encoding(body: bytes, encoding: str, limit: int,
     return out
 
 
+INFLATE_CHUNK = 1 << 20
+
+
 def _inflate_zlib(wbits: int):
-    def inflate(body: bytes, most: int) -> bytes:
+    def inflate(body: bytes, most: int) -> bytearray:
+        # in 1 MiB steps into one growing buffer: zlib asked for `most` bytes at once keeps
+        # its output blocks and the joined result alive together, 1.6 times the body
         d = zlib.decompressobj(wbits)
-        out = d.decompress(body, most)
+        out = bytearray()
+        data = body
+        while len(out) < most:
+            piece = d.decompress(data, min(INFLATE_CHUNK, most - len(out)))
+            out += piece
+            data = d.unconsumed_tail
+            if d.eof or (not piece and not data):
+                break
         if len(out) < most and not d.eof:
             raise EOFError("unexpected end of compressed data")
         return out
