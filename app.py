@@ -57,7 +57,7 @@ def build_context(cfg: Config) -> AppContext:
     from services.ingester import Ingester
     from services.metrics import Metrics
     from services.querier import Querier
-    from services.query_gate import GateCollector, QueryGate
+    from services.query_gate import GateCollector
     from storage.db import Database
 
     # Reads are Python work on reader threads; with Python's 5 ms GIL switch interval four
@@ -70,13 +70,11 @@ def build_context(cfg: Config) -> AppContext:
                   read_connections=cfg.storage.read_connections)
     metrics = Metrics(db.size_bytes, lambda: db.commits, build=admin.build_labels())
     ingester = Ingester(db, cfg.limits_config)
-    gate = QueryGate(cfg.querier.max_concurrent,
-                     cfg.query_scheduler.max_outstanding_requests_per_tenant,
-                     lambda tenant: cfg.limits_config.max_query_parallelism)
+    querier = Querier(db, cfg.limits_config, max_concurrent=cfg.querier.max_concurrent,
+                      max_outstanding=cfg.query_scheduler.max_outstanding_requests_per_tenant)
     ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
-                     services=ServiceRegistry(list(SERVICE_NAMES)),
-                     querier=Querier(db, cfg.limits_config, gate))
-    metrics.registry.register(GateCollector(gate, ctx.querier))
+                     services=ServiceRegistry(list(SERVICE_NAMES)), querier=querier)
+    metrics.registry.register(GateCollector(querier.gate, querier))
     grafana.register(ctx)
     sealer_service.register(ctx)
     shutdown_service.register(ctx)

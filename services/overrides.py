@@ -154,7 +154,6 @@ def register(ctx: Any) -> Overrides:
     overrides = Overrides(ctx.config.limits_config, rc.file, rc.period)
     ctx.extras["overrides"] = overrides
     ctx.querier.limits_of = overrides.of
-    ctx.querier.gate.parallelism_of = lambda tenant: overrides.of(tenant).max_query_parallelism
     ctx.metrics.registry.register(_OverridesCollector(overrides))
     from services.ingest_limits import IngestLimits, register_metrics
     ctx.ingester.ingest_limits = IngestLimits(overrides.of)

@@ -68,12 +68,14 @@ def check_interval_limit(expr: Any, limit: int) -> None:
 
 
 class Querier:
-    def __init__(self, db: Database, limits: LimitsConfig, gate: QueryGate | None = None):
+    def __init__(self, db: Database, limits: LimitsConfig, *, max_concurrent: int = 0,
+                 max_outstanding: int = 0):
         self.db = db
         self.limits = limits
         # per-tenant limits (services/overrides.py replaces this with the runtime overrides)
         self.limits_of: Callable[[str], LimitsConfig] = lambda _tenant: limits
-        self.gate = gate or QueryGate(0, 0, lambda _tenant: 0)
+        self.gate = QueryGate(max_concurrent, max_outstanding,
+                              lambda tenant: self.limits_for(tenant).max_query_parallelism)
         self.reads_running = 0      # on reader threads right now (what /metrics shows)
         self.reads_cancelled = 0    # stopped because whoever asked went away
         self._count_lock = threading.Lock()
