@@ -56,7 +56,7 @@ async def _entries(request: Request, ctx: Ctx) -> tuple[list, Params]:
     if not isinstance(expr, A.LogQuery):
         raise PlainError(400, "only log queries are supported")
     line_limit = _int(params, ("line_limit",), LINE_LIMIT)
-    check_limit(ctx, request, line_limit)
+    check_limit(ctx.querier.limits_for(tenant), line_limit)
     out = await ctx.querier.query(tenant, expr, start=start, end=end, limit=line_limit,
                                   backward=True, categorize=True)
     entries = []

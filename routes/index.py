@@ -24,7 +24,7 @@ async def _selector(request: Request, ctx: Ctx) -> tuple[Any, Params, list, int,
     params = await read_params(request)
     start, end = time_range(params)
     matchers = parse_matchers(params.get("query") or "")
-    check_length(ctx, request, start, end)
+    check_length(ctx.querier.limits_for(tenant), start, end)
     return tenant, params, matchers, start, end
 
 

@@ -17,7 +17,8 @@ from logql.engine.results import stats_json
 from routes.errors import PlainError
 from routes.meta import label_data, series_data
 from routes.params import read_params, time_range
-from routes.query import check_limit, direction_param, limit_param, parse_query, run_query
+from routes.query import (check_limit, direction_param, limit_param, parse_query, run_query,
+                          tenant_limits)
 from routes.respond import json_response
 from routes.deps import Ctx
 from services.ingester import rfc3339
@@ -37,7 +38,7 @@ def legacy_streams(result: list[dict]) -> list[dict]:
 
 @route("/api/compat/query", http_method=["GET", "POST"])
 async def legacy_query(request: Request, ctx: Ctx) -> Response:
-    ctx.read_scope(request)
+    limits = tenant_limits(ctx, request)
     params = await read_params(request)
     start, end = time_range(params)
     limit = limit_param(params)
@@ -49,7 +50,7 @@ async def legacy_query(request: Request, ctx: Ctx) -> Response:
     expr = parse_query(text)
     if not isinstance(expr, A.LogQuery):
         raise PlainError(400, NOT_STREAMS)
-    check_limit(ctx, request, limit)
+    check_limit(limits, limit)
     _, result, stats = await run_query(ctx, request, expr, start=start, end=end, limit=limit,
                                        backward=backward, interval=0, step=0, instant=False,
                                        categorize=False)

@@ -84,21 +84,22 @@ def parse_query(text: str | None) -> Any:
     return parse_expr(text or "")  # a ParseError is answered 400 at the edge
 
 
-def check_limit(ctx: Ctx, request: Request, limit: int) -> None:
-    maximum = _limits(ctx, request).max_entries_limit_per_query
+def check_limit(limits: LimitsConfig, limit: int) -> None:
+    maximum = limits.max_entries_limit_per_query
     if maximum > 0 and limit > maximum:
         raise PlainError(400, "max entries limit per query exceeded, limit > "
                               f"max_entries_limit_per_query ({limit} > {maximum})")
 
 
-def _limits(ctx: Ctx, request: Request) -> LimitsConfig:
+def tenant_limits(ctx: Ctx, request: Request) -> LimitsConfig:
+    """The limits of the tenant(s) a read request names (401/400 for a bad tenant header)."""
     return ctx.querier.limits_for(ctx.read_scope(request))
 
 
-def lookback_start(ctx: Ctx, request: Request, start: int) -> int:
+def lookback_start(limits: LimitsConfig, start: int) -> int:
     """`max_query_lookback`: data older than now minus it is not read; as Loki does, the
     start moves up (a range entirely before it answers an empty result)."""
-    lookback = _limits(ctx, request).max_query_lookback
+    lookback = limits.max_query_lookback
     return max(start, time.time_ns() - lookback) if lookback > 0 else start
 
 
@@ -107,8 +108,8 @@ def _empty(result_type: str) -> Response:
         "resultType": result_type, "result": [], "stats": stats_json(QueryStats())}})
 
 
-def check_length(ctx: Ctx, request: Request, start: int, end: int) -> None:
-    maximum = _limits(ctx, request).max_query_length
+def check_length(limits: LimitsConfig, start: int, end: int) -> None:
+    maximum = limits.max_query_length
     if maximum > 0 and end - start > maximum:
         raise PlainError(400, "the query time range exceeds the limit (query length: "
                               f"{go_duration_str(end - start)}, limit: "
@@ -162,7 +163,7 @@ async def run_query(ctx: Ctx, request: Request, expr: Any, *, start: int, end: i
 
 @route("/logstore/api/v1/query_range", http_method=["GET", "POST"])
 async def query_range(request: Request, ctx: Ctx) -> Response:
-    ctx.read_scope(request)
+    limits = tenant_limits(ctx, request)
     params = await read_params(request)
     start, end = time_range(params)
     limit = limit_param(params)
@@ -171,18 +172,18 @@ async def query_range(request: Request, ctx: Ctx) -> Response:
     interval = _interval(params)
     expr = parse_query(params.get("query"))
     if isinstance(expr, A.LogQuery):
-        check_limit(ctx, request, limit)
-    start = lookback_start(ctx, request, start)
+        check_limit(limits, limit)
+    start = lookback_start(limits, start)
     if start > end:
         return _empty("streams" if isinstance(expr, A.LogQuery) else "matrix")
-    check_length(ctx, request, start, end)
+    check_length(limits, start, end)
     return await _evaluate(ctx, request, expr, start=start, end=end, limit=limit,
                            backward=backward, interval=interval, step=step, instant=False)
 
 
 @route("/logstore/api/v1/query", http_method=["GET", "POST"])
 async def query(request: Request, ctx: Ctx) -> Response:
-    ctx.read_scope(request)
+    limits = tenant_limits(ctx, request)
     params = await read_params(request)
     text = params.get("time")
     if text:
@@ -195,9 +196,9 @@ async def query(request: Request, ctx: Ctx) -> Response:
     limit = limit_param(params)
     backward = direction_param(params)
     expr = parse_query(params.get("query"))
-    earliest = lookback_start(ctx, request, at - INSTANT_LOOKBACK_NS)
+    earliest = lookback_start(limits, at - INSTANT_LOOKBACK_NS)
     if isinstance(expr, A.LogQuery):
-        check_limit(ctx, request, limit)
+        check_limit(limits, limit)
         if earliest > at:
             return _empty("streams")
         # a log query at one instant covers the lookback window up to and including `time`
