@@ -86,8 +86,11 @@ def decode_content_encoding(body: bytes, encoding: str, limit: int,
     except (OSError, EOFError, zlib.error, ValueError, RuntimeError) as exc:
         raise _fail(400, f"{encoding}: invalid compressed body: {exc}") from None
     if len(out) > limit:
+        size = len(out)
+        del out
+        memory.trim_soon()  # the refused body was inflated up to the limit: give it back
         raise _fail(413, "request body too large: decompressed message size too large than "
-                         f"max ({len(out)} vs {limit})")
+                         f"max ({size} vs {limit})")
     return out
 
 
@@ -200,7 +203,7 @@ def snappy_decoded_len(body: bytes) -> int:
     """The length a raw snappy block says it inflates to (its leading varint), -1 if the
     varint is broken: read before inflating, so a small bomb is refused without it."""
     size = shift = 0
-    for i, byte in enumerate(body[:5]):
+    for byte in body[:5]:
         size |= (byte & 0x7F) << shift
         if byte < 0x80:
             return size
@@ -270,6 +273,15 @@ def decode_legacy_json(body: bytes) -> list[RawStream]:
     return out
 
 
+async def _ingest(ctx: Ctx, tenant: str, body: bytes, media: str, legacy: bool,
+                  limit: int) -> Any:
+    if media == "application/json":
+        streams = decode_legacy_json(body) if legacy else decode_json(body)
+    else:
+        streams = decode_protobuf(body, limit)
+    return await ctx.ingester.push(tenant, streams)  # a PushError is answered as it is
+
+
 async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
     started = time.perf_counter()
     tenant = ctx.tenant(request, newline=True)
@@ -278,18 +290,16 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
     media = (ctype_header or "").split(";")[0].strip().lower()
     if not media or "/" not in media:
         raise _fail(400, "mime: no media type")
-    body = await read_body(request, limits.max_recv_msg_size)
+    body = decode_content_encoding(await read_body(request, limits.max_recv_msg_size),
+                                   request.headers.get("content-encoding", ""),
+                                   limits.max_decompressed_size)
+    large = len(body) > memory.LARGE_BYTES
     try:
-        body = decode_content_encoding(body, request.headers.get("content-encoding", ""),
-                                       limits.max_decompressed_size)
+        outcome = await _ingest(ctx, tenant, body, media, legacy, limits.max_decompressed_size)
     finally:
-        if len(body) > memory.LARGE_BYTES or request.headers.get("content-encoding"):
-            memory.trim_soon()   # a refused bomb inflated up to the limit before its 413
-    if media == "application/json":
-        streams = decode_legacy_json(body) if legacy else decode_json(body)
-    else:
-        streams = decode_protobuf(body, limits.max_decompressed_size)
-    outcome = await ctx.ingester.push(tenant, streams)  # a PushError is answered as it is
+        del body
+        if large:
+            memory.trim_soon()  # the body and what was decoded from it are freed now
     ctx.metrics.observe_push(tenant, outcome.accepted_lines, outcome.accepted_bytes,
                              time.perf_counter() - started)
     message = outcome.error_body()
