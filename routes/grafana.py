@@ -18,7 +18,7 @@ from services import grafana_access as access
 from services import grafana_objects as objects
 from services import grafana_perms as perms
 from services import grafana_search as search_svc
-from services.grafana_auth import authenticate, parse_authorization
+from services.grafana_auth import BAD_CREDENTIALS, authenticate, parse_authorization
 from services.login_attempts import BLOCKED_TEXT, LoginAttempts
 from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError
 from routes.deps import Ctx
@@ -55,7 +55,7 @@ async def provide_caller(request: Request, ctx: Ctx) -> Caller:
     try:
         caller = await ctx.db.read(authenticate, header, request.headers.get("x-grafana-org-id"))
     except GrafanaError as exc:
-        if exc.message == "Invalid username or password":
+        if exc.message == BAD_CREDENTIALS:
             attempts.failed(login, address)
         raise
     attempts.succeeded(login)

@@ -190,9 +190,10 @@ def _grafana_op(method: str, path: str) -> dict:
         params += PAGING
     elif path == "/api/folders" and method == "get":
         params += [q("parentUid"), q("limit"), q("page")]
-    body = JSON_BODY if method in ("post", "put", "patch") else None
-    return {"parameters": params, "responses": GRAFANA, "requestBody": body} if body else \
-        {"parameters": params, "responses": GRAFANA}
+    out: dict[str, Any] = {"parameters": params, "responses": GRAFANA}
+    if method in ("post", "put", "patch"):
+        out["requestBody"] = JSON_BODY
+    return out
 
 
 def schema(app: Any) -> dict:

@@ -29,6 +29,7 @@ from storage import grafana_identity as ident
 log = logging.getLogger("logstore.grafana")
 
 PBKDF2_ITERATIONS = 100_000
+BAD_CREDENTIALS = "Invalid username or password"  # also what login limiting counts
 _ALNUM = string.ascii_letters + string.digits
 _TOKEN = re.compile(r"^glsa_([A-Za-z0-9]{32})_([0-9a-f]{8})$")
 _PEPPER = secrets.token_bytes(32)  # keys the in-memory cache of verified passwords
@@ -123,7 +124,7 @@ def authenticate(conn: sqlite3.Connection, header: str | None, org_header: str |
     user = ident.user_by_login_or_email(conn, first)
     if user is None or user["is_disabled"] or not _password_ok(first, second,
                                                               user["password_hash"]):
-        raise unauthorized("Invalid username or password")
+        raise unauthorized(BAD_CREDENTIALS)
     org_id = user["org_id"]
     if org_header is not None and org_header.strip():
         try:
