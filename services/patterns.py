@@ -139,8 +139,11 @@ class Patterns:
 
     async def catch_up(self) -> int:
         """Mine every head entry there is now; the highest entry id mined (the sealer seals
-        nothing above it, so no line leaves the head unmined)."""
-        while await self.mine_now():
+        nothing above it, so no line leaves the head unmined). Entries pushed meanwhile wait
+        for the next round: chasing them would keep a sealer waiting for as long as pushes
+        keep coming, and the head would never be sealed."""
+        newest = await self.db.read(store.newest_entry_id)
+        while self.mined_id < newest and await self.mine_now():
             pass
         return self.mined_id
 

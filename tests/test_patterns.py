@@ -157,3 +157,48 @@ def test_deleted_lines_leave_the_counts_at_once_and_after_compaction(make_client
     c.blocking_portal.call(c.app.state.ctx.extras["compactor"].run_once)
     assert c.get("/logstore/api/v1/delete").json()[0]["status"] == "processed"
     assert totals(patterns(c, values)) == after
+
+
+def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values):
+    """The sealer waits for the miner; pushes arriving without pause must not keep it
+    waiting: what was pushed before the round is mined and sealed, the rest waits."""
+    import asyncio
+
+    from services.ingester import RawStream
+
+    c = make_client({**CONFIG, "storage": {"block_max_rows": 100}})
+    ctx = c.app.state.ctx
+    sealer, ingester = ctx.extras["sealer"], ctx.ingester
+    first = values[:1000]
+    push_all(c, first)
+
+    async def round_under_pushes() -> tuple[int, int]:
+        stop = asyncio.Event()
+        pushed = [0]
+
+        async def keep_pushing() -> None:
+            ts = int(values[-1][0])
+            while not stop.is_set():
+                ts += 1
+                await ingester.push("fake", [RawStream([("job", "openssh")],
+                                                       [(ts, "sshd: again", None)])])
+                pushed[0] += 1
+
+        pusher = asyncio.create_task(keep_pushing())
+        try:
+            async with asyncio.timeout(120):
+                sealed = await sealer.seal_due()
+        finally:
+            stop.set()
+            await pusher
+        return sealed, pushed[0]
+
+    sealed, pushed = c.blocking_portal.call(round_under_pushes)
+    assert pushed > 0 and sealed > 0
+    last = int(first[-1][0])
+    left = ctx.db.read_sync(lambda conn: conn.execute(
+        "SELECT count(*) FROM entries WHERE ts <= ?", (last,)).fetchone()[0])
+    assert left == 0  # every window of the first lines closed long ago
+    r = c.get("/logstore/api/v1/query", params={
+        "query": 'sum(count_over_time({job="openssh"}[1000d]))', "time": str(int(values[-1][0]) + H)})
+    assert int(r.json()["data"]["result"][0]["value"][1]) == 1000 + pushed
