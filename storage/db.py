@@ -41,7 +41,9 @@ def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> 
     else:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-    conn.execute("PRAGMA temp_store = MEMORY")
+    # sorts and temporary b-trees larger than the page cache spill to a temporary file:
+    # in memory, grouping a head of millions of rows took hundreds of megabytes
+    conn.execute("PRAGMA temp_store = FILE")
     conn.execute("PRAGMA cache_size = -8192")  # 8 MiB per connection
     conn.execute("PRAGMA mmap_size = 0")
     return conn
