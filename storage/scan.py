@@ -28,6 +28,9 @@ from storage.sealed import SealedBlocks
 
 FIRST_WINDOW_NS = 60 * 10**9
 TARGET_ROWS = 4000
+# rows one window may bring into memory: a first window over dense data (a minute of
+# thousands of lines a second) is cut to this many before anything is read
+WINDOW_MAX_ROWS = 4 * TARGET_ROWS
 # SQLite's default SQLITE_MAX_LIKE_PATTERN_LENGTH is 50000
 _MAX_LIKE = 40000
 # ASCII letters whose Unicode case-fold orbit holds a non-ASCII character (K: Kelvin sign,
@@ -200,7 +203,16 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
             w_lo, w_hi = max(lo, hi - width), hi
         else:
             w_lo, w_hi = lo, min(hi, lo + width)
-        rows = conn.execute(sql, (ids, w_lo, w_hi, *cond_params)).fetchall()
+        planned = w_hi - w_lo
+        if sealed:
+            w_lo, w_hi = _narrow(sealed, only_stream, w_lo, w_hi, backward)
+        rows = conn.execute(sql + " LIMIT ?",
+                            (ids, w_lo, w_hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall()
+        if len(rows) > WINDOW_MAX_ROWS:
+            rows, w_lo, w_hi = _cut(conn, sql, (ids, *cond_params), rows, w_lo, w_hi,
+                                    backward)
+        if w_hi - w_lo < planned:
+            width = max(w_hi - w_lo, 1000)  # the next window starts at the size that fit
         if sealed:
             more = sealed.rows(w_lo, w_hi, only_stream)
             if more:
@@ -224,6 +236,45 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
         elif fetched > target_rows * 2:
             width = max(width // 2, 1000)
         progress.width = width
+
+
+def _narrow(sealed: SealedBlocks, only_stream: int | None, w_lo: int, w_hi: int,
+            backward: bool) -> tuple[int, int]:
+    """The window shrunk (at its far end from where the scan comes) until the sealed
+    blocks' summaries estimate about WINDOW_MAX_ROWS rows in it, when they estimate more."""
+    def estimate(width: int) -> int:
+        lo, hi = (w_hi - width, w_hi) if backward else (w_lo, w_lo + width)
+        return sealed.estimate(lo, hi, only_stream)
+
+    fits, too_wide = 1, w_hi - w_lo
+    if estimate(too_wide) <= WINDOW_MAX_ROWS:
+        return w_lo, w_hi
+    while too_wide - fits > max(1, too_wide // 64):
+        mid = (fits + too_wide) // 2
+        if estimate(mid) > WINDOW_MAX_ROWS:
+            too_wide = mid
+        else:
+            fits = mid
+    return (w_hi - fits, w_hi) if backward else (w_lo, w_lo + fits)
+
+
+def _cut(conn: sqlite3.Connection, sql: str, params: tuple, rows: list[Row], w_lo: int,
+         w_hi: int, backward: bool) -> tuple[list[Row], int, int]:
+    """The head held more than WINDOW_MAX_ROWS rows in the window: keep the rows before the
+    last timestamp fetched (all of those are complete) and end the window there. `params` is
+    (stream ids, *condition parameters)."""
+    last = rows[-1][2]
+    if backward:
+        kept = [r for r in rows if r[2] > last]
+        w_lo = last + 1
+    else:
+        kept = [r for r in rows if r[2] < last]
+        w_hi = last
+    if kept:
+        return kept, w_lo, w_hi
+    # every row fetched shares one timestamp: read all of that nanosecond
+    ids, *cond_params = params
+    return conn.execute(sql, (ids, last, last + 1, *cond_params)).fetchall(), last, last + 1
 
 
 def _ts_id(row: Row) -> tuple[int, int]:

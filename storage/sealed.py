@@ -285,6 +285,8 @@ class SealedBlocks:
         self._admitted: dict[int, bool] = {}
         self._cache: dict[int, Decoded] = {}
         self.search = _searchable_clause(conditions)
+        # per stream (-1: all): block starts in order, the blocks, the longest span
+        self._by_start: dict[int, tuple[list[int], list[Summary], int]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.blocks)
@@ -308,6 +310,29 @@ class SealedBlocks:
             "SELECT id, bloom FROM blocks WHERE id IN (SELECT value FROM json_each(?))", (ids,)))
         for s in fresh:
             self._admitted[s.id] = self.filter.admits(s, blooms.get(s.id, b""))
+
+    def estimate(self, lo: int, hi: int, stream_id: int | None = None) -> int:
+        """About how many rows `rows(lo, hi, stream_id)` would bring into memory, from the
+        summaries (rows spread evenly over each block's time span); 0 when a needle search
+        picks the rows, which then are only the lines that hold the needles."""
+        if self.search:
+            return 0
+        key = -1 if stream_id is None else stream_id
+        by_start = self._by_start.get(key)
+        if by_start is None:
+            blocks = self.blocks if stream_id is None else self._by_stream.get(stream_id, [])
+            ordered = sorted(blocks, key=lambda b: b.min_ts)
+            longest = max((b.max_ts - b.min_ts for b in ordered), default=0)
+            by_start = self._by_start[key] = ([b.min_ts for b in ordered], ordered, longest)
+        starts, ordered, longest = by_start
+        total = 0
+        # only blocks that start less than the longest block's span before `lo` can reach it
+        for s in ordered[bisect_left(starts, lo - longest):bisect_left(starts, hi)]:
+            if s.max_ts < lo or self._admitted.get(s.id) is False:
+                continue
+            span = s.max_ts - s.min_ts + 1
+            total += s.rows * (min(hi, s.max_ts + 1) - max(lo, s.min_ts)) // span
+        return total
 
     def rows(self, lo: int, hi: int, stream_id: int | None = None) -> list[Row]:
         """Rows with lo <= ts < hi (of one stream, if given) that pass the conditions, in
