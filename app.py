@@ -49,6 +49,7 @@ def build_context(cfg: Config) -> AppContext:
     from services import shutdown as shutdown_service
     from services import compactor as compactor_service
     from services import deletes as deletes_service
+    from services import inflight as inflight_service
     from services import overrides as overrides_service
     from services import patterns as patterns_service
     from services import ruler as ruler_service
@@ -76,6 +77,7 @@ def build_context(cfg: Config) -> AppContext:
                      services=ServiceRegistry(list(SERVICE_NAMES)), querier=querier)
     metrics.registry.register(GateCollector(querier.gate, querier))
     grafana.register(ctx)
+    inflight_service.register(ctx)
     sealer_service.register(ctx)
     shutdown_service.register(ctx)
     overrides_service.register(ctx)

@@ -52,6 +52,9 @@ class DistributorConfig(msgspec.Struct, kw_only=True):
     # Loki allows 5000 MiB; one gzip bomb would then take gigabytes of memory before its 400.
     # No Loki client sends batches near 100 MiB (Promtail and Alloy send about 1 MiB).
     max_decompressed_size: int = 100 << 20
+    # the sum of push bodies (read and inflated) held at once; past it pushes get 503 and
+    # clients retry. Loki: 0 (no limit); ten concurrent 100 MB bodies would be a gigabyte
+    max_inflight_bytes: int = 128 << 20
 
 
 class OtlpAttributeRule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -296,7 +299,8 @@ DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_q
                    "delete_max_interval", "period", "poll_interval", "notification_timeout",
                    "resend_delay", "retain_for"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
-               "max_decompressed_size", "per_stream_rate_limit", "per_stream_rate_limit_burst"}
+               "max_decompressed_size", "max_inflight_bytes", "per_stream_rate_limit",
+               "per_stream_rate_limit_burst"}
 
 
 def parse_duration_ns(text: str | int | float) -> int:
@@ -499,6 +503,8 @@ def validate(cfg: Config) -> None:
     if cfg.storage.synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ConfigError("storage.synchronous must be one of off, normal, full, extra")
     _validate_limits(cfg.limits_config, "limits_config")
+    if cfg.distributor.max_inflight_bytes < 0:
+        raise ConfigError("max inflight bytes cannot be less than zero")  # Loki's text
     if cfg.storage.block_window <= 0:
         raise ConfigError("storage.block_window must be a positive duration")
     if cfg.storage.seal_grace_period < 0:

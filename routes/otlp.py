@@ -70,10 +70,12 @@ async def otlp_logs(request: Request, ctx: Ctx) -> Response:
             raise PlainError(400, f"unsupported content encoding {encoding}: only gzip, lz4 "
                                   "and zstd are supported")
         limits = ctx.config.distributor
-        body = await read_body(request, limits.max_recv_msg_size)
-        body = decode_content_encoding(body, encoding, limits.max_decompressed_size, ENCODINGS)
-        streams = _mapper(ctx).streams(_decode(body, media))
-        outcome = await ctx.ingester.push(tenant, streams)
+        with ctx.extras["inflight_bytes"].hold() as hold:
+            body = await read_body(request, limits.max_recv_msg_size, hold)
+            body = decode_content_encoding(body, encoding, limits.max_decompressed_size, hold,
+                                           ENCODINGS)
+            streams = _mapper(ctx).streams(_decode(body, media))
+            outcome = await ctx.ingester.push(tenant, streams)
     except OtlpError as exc:
         return status_response(400, str(exc))
     except PlainError as exc:  # push's errors (PushError) included

@@ -6,7 +6,7 @@ import io
 import re
 import time
 import zlib
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import snappy
@@ -20,6 +20,7 @@ from routes.errors import PlainError
 from routes.params import parse_timestamp
 from routes.deps import Ctx
 from services import memory
+from services.inflight import Held
 from services.ingester import RawStream
 from services.labelset import LabelSetError, parse_label_set
 
@@ -56,7 +57,8 @@ def _fail(status: int, message: str) -> PlainError:
     return PlainError(status, message, newline=True)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, hold: Held) -> bytes:
+    """The raw body, each piece counted in `hold` as it arrives."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise _fail(413, "request body too large: message size too large than max "
@@ -67,22 +69,24 @@ async def read_body(request: Request, limit: int) -> bytes:
         if size > limit:
             raise _fail(413, "request body too large: message size too large than max "
                              f"({size} vs {limit})")
+        hold.add(len(chunk))
         chunks.append(chunk)
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def decode_content_encoding(body: bytes, encoding: str, limit: int,
+def decode_content_encoding(body: bytes, encoding: str, limit: int, hold: Held,
                             supported: tuple[str, ...] = ("gzip", "deflate")) -> bytes:
-    """The body inflated, never past `limit` + 1 bytes (a small bomb is not inflated whole):
-    413 when over the limit, 400 for a broken body. `supported` names the encodings the
-    caller allows; others are the caller's to refuse before this is called."""
+    """The body inflated, never past `limit` + 1 bytes (a small bomb is not inflated whole),
+    each inflated piece counted in `hold`: 413 when over the limit, 400 for a broken body,
+    503 past `max_inflight_bytes`. `supported` names the encodings the caller allows; others
+    are the caller's to refuse before this is called."""
     encoding = encoding.strip().lower()
     if encoding in ("", "snappy", "identity"):
         return body
     if encoding not in supported:
         raise _fail(400, f'Content-Encoding "{encoding}" not supported')
     try:
-        out = _INFLATE[encoding](body, limit + 1)
+        out = _INFLATE[encoding](body, limit + 1, hold.add)
     except (OSError, EOFError, zlib.error, ValueError, RuntimeError) as exc:
         raise _fail(400, f"{encoding}: invalid compressed body: {exc}") from None
     if len(out) > limit:
@@ -98,7 +102,7 @@ INFLATE_CHUNK = 1 << 20
 
 
 def _inflate_zlib(wbits: int):
-    def inflate(body: bytes, most: int) -> bytearray:
+    def inflate(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
         # in 1 MiB steps into one growing buffer: zlib asked for `most` bytes at once keeps
         # its output blocks and the joined result alive together, 1.6 times the body
         d = zlib.decompressobj(wbits)
@@ -106,6 +110,7 @@ def _inflate_zlib(wbits: int):
         data = body
         while len(out) < most:
             piece = d.decompress(data, min(INFLATE_CHUNK, most - len(out)))
+            count(len(piece))
             out += piece
             data = d.unconsumed_tail
             if d.eof or (not piece and not data):
@@ -116,16 +121,31 @@ def _inflate_zlib(wbits: int):
     return inflate
 
 
-def _inflate_zstd(body: bytes, most: int) -> bytes:
+def _inflate_zstd(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
     import zstandard  # only OTLP clients send zstd
+    out = bytearray()
     with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)) as reader:
-        return reader.read(most)
+        while len(out) < most:
+            piece = reader.read(min(INFLATE_CHUNK, most - len(out)))
+            if not piece:
+                break
+            count(len(piece))
+            out += piece
+    return out
 
 
-def _inflate_lz4(body: bytes, most: int) -> bytes:
+def _inflate_lz4(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
     import lz4.frame  # only OTLP clients send lz4
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(body, max_length=most)
+    out = bytearray()
+    data = body
+    while len(out) < most:
+        piece = d.decompress(data, max_length=min(INFLATE_CHUNK, most - len(out)))
+        data = b""
+        count(len(piece))
+        out += piece
+        if d.eof or (not piece and d.needs_input):
+            break
     if len(out) < most and not d.eof:
         raise EOFError("unexpected end of lz4 frame")
     return out
@@ -211,11 +231,12 @@ def snappy_decoded_len(body: bytes) -> int:
     return -1
 
 
-def decode_protobuf(body: bytes, limit: int) -> list[RawStream]:
+def decode_protobuf(body: bytes, limit: int, hold: Held) -> list[RawStream]:
     declared = snappy_decoded_len(body)
     if declared > limit:
         raise _fail(413, "request body too large: decompressed message size too large than "
                          f"max ({declared} vs {limit})")
+    hold.add(max(declared, 0))
     try:
         raw = snappy.uncompress(body)
     except Exception:  # noqa: BLE001 - python-snappy raises several types for bad input
@@ -274,11 +295,11 @@ def decode_legacy_json(body: bytes) -> list[RawStream]:
 
 
 async def _ingest(ctx: Ctx, tenant: str, body: bytes, media: str, legacy: bool,
-                  limit: int) -> Any:
+                  limit: int, hold: Held) -> Any:
     if media == "application/json":
         streams = decode_legacy_json(body) if legacy else decode_json(body)
     else:
-        streams = decode_protobuf(body, limit)
+        streams = decode_protobuf(body, limit, hold)
     return await ctx.ingester.push(tenant, streams)  # a PushError is answered as it is
 
 
@@ -290,16 +311,18 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
     media = (ctype_header or "").split(";")[0].strip().lower()
     if not media or "/" not in media:
         raise _fail(400, "mime: no media type")
-    body = decode_content_encoding(await read_body(request, limits.max_recv_msg_size),
-                                   request.headers.get("content-encoding", ""),
-                                   limits.max_decompressed_size)
-    large = len(body) > memory.LARGE_BYTES
-    try:
-        outcome = await _ingest(ctx, tenant, body, media, legacy, limits.max_decompressed_size)
-    finally:
-        del body
-        if large:
-            memory.trim_soon()  # the body and what was decoded from it are freed now
+    with ctx.extras["inflight_bytes"].hold() as hold:
+        body = decode_content_encoding(await read_body(request, limits.max_recv_msg_size, hold),
+                                       request.headers.get("content-encoding", ""),
+                                       limits.max_decompressed_size, hold)
+        large = len(body) > memory.LARGE_BYTES
+        try:
+            outcome = await _ingest(ctx, tenant, body, media, legacy,
+                                    limits.max_decompressed_size, hold)
+        finally:
+            del body
+            if large:
+                memory.trim_soon()  # the body and what was decoded from it are freed now
     ctx.metrics.observe_push(tenant, outcome.accepted_lines, outcome.accepted_bytes,
                              time.perf_counter() - started)
     message = outcome.error_body()
