@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from routes.errors import PlainError
+from services.errors import PlainError
 
 BUSY = "The server cannot accept more requests at this time."
 

@@ -272,9 +272,11 @@ def _cut(conn: sqlite3.Connection, sql: str, params: tuple, rows: list[Row], w_l
         w_hi = last
     if kept:
         return kept, w_lo, w_hi
-    # every row fetched shares one timestamp: read all of that nanosecond
+    # every row fetched shares one timestamp, the head's first in the window: read all of
+    # that nanosecond, and keep the window up to it (sealed rows may lie before it)
     ids, *cond_params = params
-    return conn.execute(sql, (ids, last, last + 1, *cond_params)).fetchall(), last, last + 1
+    rows = conn.execute(sql, (ids, last, last + 1, *cond_params)).fetchall()
+    return (rows, last, w_hi) if backward else (rows, w_lo, last + 1)
 
 
 def _ts_id(row: Row) -> tuple[int, int]:

@@ -16,8 +16,10 @@ BASE = 1_700_000_000 * 10**9
 SPREAD = 60_000          # lines over 60 ms, round robin over three streams
 BURST = 20_000           # lines of one stream at one nanosecond, in the middle
 BURST_TS = BASE + 30_000_000
+# the sealer moves rows only when the test says so (/flush), so each case is what it says
 CONFIG = {"limits_config": {"reject_old_samples": False, "max_entries_limit_per_query": 100_000,
-                            "ingestion_rate_mb": 100, "ingestion_burst_size_mb": 200}}
+                            "ingestion_rate_mb": 100, "ingestion_burst_size_mb": 200},
+          "storage": {"sealing_enabled": False}}
 
 
 def pushed() -> dict[str, list[tuple[int, str]]]:
@@ -29,8 +31,11 @@ def pushed() -> dict[str, list[tuple[int, str]]]:
     return streams
 
 
-@pytest.fixture(scope="module", params=["head", "sealed"])
+@pytest.fixture(scope="module", params=["head", "sealed", "mixed"])
 def dense(request, tmp_path_factory):
+    """All in the head; all sealed; or the spread sealed and the burst in the head (a window
+    whose head rows all share the burst's nanosecond still reads the sealed rows before
+    it)."""
     from litestar.testing import TestClient
 
     from app import create_app
@@ -39,6 +44,8 @@ def dense(request, tmp_path_factory):
     cfg = make_config(tmp_path_factory.mktemp("dense") / "data", CONFIG)
     with TestClient(create_app(cfg)) as client:
         for name, values in pushed().items():
+            if name == "d" and request.param == "mixed":
+                assert client.post("/flush").status_code == 204
             for k in range(0, len(values), 10_000):
                 body = {"streams": [{"stream": {"job": "dense", "s": name},
                                      "values": [[str(t), v] for t, v in values[k:k + 10_000]]}]}
