@@ -191,7 +191,7 @@ def heavy_queries(url: str, seconds: float) -> list[float]:
     return latencies
 
 
-def hostile_requests(url: str) -> list[tuple[str, int]]:
+def hostile_requests(url: str, only: list[int] | None = None) -> list[tuple[str, int]]:
     now = time.time_ns()
     rng = {"start": str(now - 3600 * NS), "end": str(now)}
     labels = {f"l{i}": "v" * 10 for i in range(10_000)}
@@ -224,6 +224,8 @@ def hostile_requests(url: str) -> list[tuple[str, int]]:
          {"params": {"query": '{job="soak"} | logfmt | line_format "{{ . }}"', "limit": "5000",
                      **rng}}),
     ]
+    if only is not None:
+        requests = [requests[k] for k in only]
     results: list[tuple[str, int]] = [("", 0)] * len(requests)
 
     def send(k: int) -> None:
