@@ -73,7 +73,10 @@ class Patterns:
     async def _run(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), IDLE_SECONDS)
+                # not asyncio.wait_for: in Python 3.11 it can swallow a cancel that arrives as
+                # the event fires, and stop() then waits forever (a test's shutdown hung so)
+                async with asyncio.timeout(IDLE_SECONDS):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()

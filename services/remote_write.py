@@ -103,7 +103,8 @@ class RemoteWriter:
                 if not rows:
                     self._wake[name].clear()
                     try:
-                        await asyncio.wait_for(self._wake[name].wait(), IDLE_SECONDS)
+                        async with asyncio.timeout(IDLE_SECONDS):  # wait_for can swallow a cancel
+                            await self._wake[name].wait()
                     except TimeoutError:
                         pass
                     continue

@@ -133,8 +133,9 @@ class Tailer:
                 if wait > 0:
                     self._wake.clear()
                     try:  # a drop report (or close) cuts the wait short
-                        await asyncio.wait_for(self._wake.wait(), wait)
-                    except asyncio.TimeoutError:
+                        async with asyncio.timeout(wait):  # wait_for can swallow a cancel
+                            await self._wake.wait()
+                    except TimeoutError:
                         pass
                     continue
             break
