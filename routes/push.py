@@ -99,22 +99,35 @@ def decode_content_encoding(body: bytes, encoding: str, limit: int, hold: Held,
 
 
 INFLATE_CHUNK = 1 << 20
+Step = Callable[[int], tuple[bytes, bool]]  # up to n more bytes, and whether that was all
+
+
+def _in_steps(most: int, count: Callable[[int], None], step: Step) -> bytearray:
+    """Inflated output, at most `most` bytes, grown INFLATE_CHUNK at a time into one buffer
+    (each piece counted): a decoder asked for `most` bytes at once keeps its output blocks
+    and the joined result alive together, 1.6 times the body."""
+    out = bytearray()
+    while len(out) < most:
+        piece, done = step(min(INFLATE_CHUNK, most - len(out)))
+        count(len(piece))
+        out += piece
+        if done:
+            break
+    return out
 
 
 def _inflate_zlib(wbits: int):
     def inflate(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
-        # in 1 MiB steps into one growing buffer: zlib asked for `most` bytes at once keeps
-        # its output blocks and the joined result alive together, 1.6 times the body
         d = zlib.decompressobj(wbits)
-        out = bytearray()
         data = body
-        while len(out) < most:
-            piece = d.decompress(data, min(INFLATE_CHUNK, most - len(out)))
-            count(len(piece))
-            out += piece
+
+        def step(n: int) -> tuple[bytes, bool]:
+            nonlocal data
+            piece = d.decompress(data, n)
             data = d.unconsumed_tail
-            if d.eof or (not piece and not data):
-                break
+            return piece, d.eof or (not piece and not data)
+
+        out = _in_steps(most, count, step)
         if len(out) < most and not d.eof:
             raise EOFError("unexpected end of compressed data")
         return out
@@ -123,29 +136,26 @@ def _inflate_zlib(wbits: int):
 
 def _inflate_zstd(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
     import zstandard  # only OTLP clients send zstd
-    out = bytearray()
     with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)) as reader:
-        while len(out) < most:
-            piece = reader.read(min(INFLATE_CHUNK, most - len(out)))
-            if not piece:
-                break
-            count(len(piece))
-            out += piece
-    return out
+        def step(n: int) -> tuple[bytes, bool]:
+            piece = reader.read(n)
+            return piece, not piece
+
+        return _in_steps(most, count, step)
 
 
 def _inflate_lz4(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
     import lz4.frame  # only OTLP clients send lz4
     d = lz4.frame.LZ4FrameDecompressor()
-    out = bytearray()
     data = body
-    while len(out) < most:
-        piece = d.decompress(data, max_length=min(INFLATE_CHUNK, most - len(out)))
-        data = b""
-        count(len(piece))
-        out += piece
-        if d.eof or (not piece and d.needs_input):
-            break
+
+    def step(n: int) -> tuple[bytes, bool]:
+        nonlocal data
+        piece = d.decompress(data, max_length=n)
+        data = b""  # the whole frame went in with the first call
+        return piece, d.eof or (not piece and d.needs_input)
+
+    out = _in_steps(most, count, step)
     if len(out) < most and not d.eof:
         raise EOFError("unexpected end of lz4 frame")
     return out
