@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from services.base import cancel_task, on_lifespan
 from services.pattern_miner import Cluster, Miner
 from storage import patterns as store
+from storage.entries import newest_head_id
 
 log = logging.getLogger("logstore.patterns")
 BATCH = 5000
@@ -145,7 +146,7 @@ class Patterns:
         nothing above it, so no line leaves the head unmined). Entries pushed meanwhile wait
         for the next round: chasing them would keep a sealer waiting for as long as pushes
         keep coming, and the head would never be sealed."""
-        newest = await self.db.read(store.newest_entry_id)
+        newest = await self.db.read(newest_head_id)
         while self.mined_id < newest and await self.mine_now():
             pass
         return self.mined_id

@@ -52,10 +52,15 @@ ROLLUP_NEW_ROWS = (
     "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 
 
+def newest_head_id(conn: sqlite3.Connection) -> int:
+    """The highest id in the head (0 when it is empty)."""
+    return conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+
+
 def append(conn: sqlite3.Connection, cache: dict, tenant: str,
            streams: list[PreparedStream]) -> AppendResult:
     result = AppendResult()
-    newest_before = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+    newest_before = newest_head_id(conn)
     sealed_max = sealing.sealed_max_id(conn)
     next_id = sealed_max + 1 if sealed_max > newest_before else None
     for ps in streams:

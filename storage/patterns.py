@@ -16,10 +16,6 @@ def mined_id(conn: sqlite3.Connection) -> int:
     return row[0] if row else 0
 
 
-def newest_entry_id(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
-
-
 def new_entries(conn: sqlite3.Connection, after: int,
                 limit: int) -> list[tuple[int, int, int, str, str | None]]:
     """(id, stream_id, ts, line, metadata) of head entries with id > after, oldest first."""
