@@ -209,8 +209,7 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
         rows = conn.execute(sql + " LIMIT ?",
                             (ids, w_lo, w_hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall()
         if len(rows) > WINDOW_MAX_ROWS:
-            rows, w_lo, w_hi = _cut(conn, sql, (ids, *cond_params), rows, w_lo, w_hi,
-                                    backward)
+            rows, w_lo, w_hi = _cut(conn, sql, ids, cond_params, rows, w_lo, w_hi, backward)
         if w_hi - w_lo < planned:
             width = max(w_hi - w_lo, 1000)  # the next window starts at the size that fit
         if sealed:
@@ -258,11 +257,10 @@ def _narrow(sealed: SealedBlocks, only_stream: int | None, w_lo: int, w_hi: int,
     return (w_hi - fits, w_hi) if backward else (w_lo, w_lo + fits)
 
 
-def _cut(conn: sqlite3.Connection, sql: str, params: tuple, rows: list[Row], w_lo: int,
-         w_hi: int, backward: bool) -> tuple[list[Row], int, int]:
+def _cut(conn: sqlite3.Connection, sql: str, ids: str, cond_params: Sequence, rows: list[Row],
+         w_lo: int, w_hi: int, backward: bool) -> tuple[list[Row], int, int]:
     """The head held more than WINDOW_MAX_ROWS rows in the window: keep the rows before the
-    last timestamp fetched (all of those are complete) and end the window there. `params` is
-    (stream ids, *condition parameters)."""
+    last timestamp fetched (all of those are complete) and end the window there."""
     last = rows[-1][2]
     if backward:
         kept = [r for r in rows if r[2] > last]
@@ -274,7 +272,6 @@ def _cut(conn: sqlite3.Connection, sql: str, params: tuple, rows: list[Row], w_l
         return kept, w_lo, w_hi
     # every row fetched shares one timestamp, the head's first in the window: read all of
     # that nanosecond, and keep the window up to it (sealed rows may lie before it)
-    ids, *cond_params = params
     rows = conn.execute(sql, (ids, last, last + 1, *cond_params)).fetchall()
     return (rows, last, w_hi) if backward else (rows, w_lo, last + 1)
 
