@@ -1,8 +1,8 @@
 """Memory of the soak's hostile requests, one at a time and ten of a kind at once, against a
 copy of a soak's data (issue 15).
 
-    .venv/bin/python bench/soak.py --seconds 600        # leaves /tmp/soak-XXXX behind
-    .venv/bin/python bench/hostile.py --soak /tmp/soak-XXXX [--memray]
+    .venv/bin/python bench/soak.py --seconds 600        # keeps its data in /tmp/soak-*
+    .venv/bin/python bench/hostile.py --soak SOAK_DIR [--memray]
 
 Starts `logstore serve` on a copy of the soak's database, with the soak's config, and for each
 hostile request of bench/soak.py reports its status and the process tree's RSS before it, at

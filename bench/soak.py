@@ -1,6 +1,7 @@
 """Soak: mixed pushes, queries, a live tail and rule evaluation against one server for a
 bounded time, with two SIGKILL-and-restart cycles, a phase of four heavy queries, and ten
-hostile requests at once at the end (issue 15).
+hostile requests at once at the end (issue 15). Its data stays in a `/tmp/soak-*` directory
+for bench/hostile.py.
 
     .venv/bin/python bench/soak.py --seconds 600
 
