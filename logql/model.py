@@ -4,6 +4,7 @@ matcher offers."""
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Protocol
 
 
@@ -39,6 +40,27 @@ def escape_value(value: str) -> str:
 def canonical_labels(labels: dict[str, str]) -> str:
     """`{a="1", b="2"}`: sorted by name; the identity of a stream."""
     return "{" + ", ".join(f'{k}="{escape_value(labels[k])}"' for k in sorted(labels)) + "}"
+
+
+_UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
+_CANONICAL_PAIR = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_ESCAPE = re.compile(r"\\(x[0-9a-f]{2}|.)")
+
+
+def parse_canonical(text: str) -> dict[str, str]:
+    """The labels of a `canonical_labels` text (its exact inverse): how a stream's label set
+    is read back from its stored identity, one row per stream, with no join."""
+    if "\\" not in text:  # no value holds a quote, so `", ` separates the pairs
+        if len(text) <= 2:
+            return {}
+        return dict(pair.split('="', 1) for pair in text[1:-2].split('", '))
+    return {name: _ESCAPE.sub(_unescape, value)
+            for name, value in _CANONICAL_PAIR.findall(text)}
+
+
+def _unescape(m: "re.Match[str]") -> str:
+    code = m.group(1)
+    return chr(int(code[1:], 16)) if len(code) == 3 else _UNESCAPES[code]
 
 
 def label_pairs_string(pairs: Iterable[tuple[str, str]]) -> str:

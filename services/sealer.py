@@ -59,6 +59,7 @@ class Sealer:
         self._task: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
         self._writes_seen = 0
+        self.pending = PendingHead(window_ns, grace_ns, max_rows, clock)
         # another service that must read head rows before they leave (the pattern miner):
         # awaited before each round, it answers the highest entry id that may be sealed
         self.gate: Callable[[], Awaitable[int | None]] | None = None
@@ -68,10 +69,10 @@ class Sealer:
         self.failure: str | None = None
 
     # -- hooks ---------------------------------------------------------------------------------
-    def notify(self, _tenant: str = "", _result: Any = None) -> None:
+    def notify(self, _tenant: str = "", result: Any = None) -> None:
         """A push committed (called in the event loop)."""
         self._writes_seen += 1
-        if self._wake is not None:
+        if self._wake is not None and self.pending.pushed(result):
             self._wake.set()
 
     async def start(self) -> None:
@@ -95,7 +96,7 @@ class Sealer:
             try:
                 # not asyncio.wait_for: in Python 3.11 it can swallow a cancel that arrives
                 # as the event fires, and stop() would then wait forever
-                async with asyncio.timeout(self.interval):
+                async with asyncio.timeout(self.pending.timeout(self.interval)):
                     await self._wake.wait()
             except TimeoutError:
                 pass  # windows close as time passes, pushes or not
@@ -132,12 +133,15 @@ class Sealer:
             return await self._seal_due(True, ids)
 
     async def _seal_due(self, everything: bool, only: set[int] | None = None) -> int:
-        groups = await self.db.read(sealing.sealable_groups, self.clock(), self.window_ns,
-                                    self.grace_ns, self.max_rows, everything)
+        look = None if everything or only is not None else self.pending.look()
+        head = await self.db.read(sealing.scan_head, self.clock(), self.window_ns,
+                                  self.grace_ns, self.max_rows, everything, look)
+        groups = head.groups
         if only is not None:
             groups = [g for g in groups if g.stream_id in only]
         pending = sum(g.rows for g in groups)
         if not pending:
+            self.pending.looked(head, look, complete=only is None)
             await self._reclaim()  # what a round cut short (a restart) left free
             return 0
         max_id = await self.gate() if self.gate is not None else None
@@ -174,6 +178,9 @@ class Sealer:
                     await asyncio.sleep((time.perf_counter() - t0) * PAUSE_FACTOR)
                 if len(ids) < self.max_rows:
                     break
+        # due rows left behind (an open window the miner holds back, a changed head) are
+        # looked for again at the next push
+        self.pending.looked(head, look, complete=only is None and sealed == pending)
         await self._reclaim()
         await asyncio.to_thread(memory.trim)  # the rows and blocks of the round are gone
         if time.monotonic() - started > PROGRESS_SECONDS:
@@ -193,6 +200,75 @@ class Sealer:
         return {"blocks_written": self.blocks_written, "rows_sealed": self.rows_sealed,
                 "running": self._task is not None and not self._task.done(),
                 "last_error": self.failure}
+
+
+class PendingHead:
+    """What the sealer knows of the head between two looks at it, so that a push wakes it
+    only when something may be due: a look reads every head row's key, and a look per push
+    made ingest with thousands of streams quadratic.
+
+    A group becomes due when its window closes (the earliest such moment is kept), when it
+    reaches `max_rows` (it can only once the rows pushed since the look could have filled
+    the largest open group), or at once when a push brings lines into a closed window (then
+    only those streams need a look)."""
+
+    def __init__(self, window_ns: int, grace_ns: int, max_rows: int,
+                 clock: Callable[[], int]):
+        self.window_ns, self.grace_ns, self.max_rows, self.clock = \
+            window_ns, grace_ns, max_rows, clock
+        self.known = False  # False until a look at the whole head left nothing due
+        self.next_due_ns: int | None = None
+        self.largest_open = 0
+        self.rows_since = 0
+        self.late: set[int] = set()  # streams with lines pushed into closed windows
+
+    def pushed(self, result: Any) -> bool:
+        """Count a committed push; whether the sealer should look now."""
+        if not self.known or result is None:
+            return True
+        self.rows_since += result.inserted
+        now = self.clock()
+        for sid, first in result.firsts:
+            due = first - first % self.window_ns + self.window_ns + self.grace_ns
+            if due <= now:
+                self.late.add(sid)
+            elif self.next_due_ns is None or due < self.next_due_ns:
+                self.next_due_ns = due
+        return bool(self.late) or self._whole_head_due(now)
+
+    def _whole_head_due(self, now: int) -> bool:
+        return (not self.known or self.largest_open + self.rows_since >= self.max_rows
+                or (self.next_due_ns is not None and self.next_due_ns <= now))
+
+    def timeout(self, interval: float) -> float:
+        """How long the sealer may sleep: the interval, or less when a window closes sooner."""
+        if not self.known or self.next_due_ns is None:
+            return interval
+        return max(0.0, min(interval, (self.next_due_ns - self.clock()) / 1e9))
+
+    def look(self) -> list[int] | None:
+        """The streams the next look must cover (None: the whole head); starts the look."""
+        if self._whole_head_due(self.clock()) or not self.late:
+            self.known, self.rows_since, self.next_due_ns = False, 0, None
+            self.late = set()
+            return None
+        streams, self.late = sorted(self.late), set()
+        return streams
+
+    def looked(self, head: sealing.HeadScan, streams: list[int] | None,
+               complete: bool) -> None:
+        """What a look found pending, once its due groups were sealed (`complete`); a look
+        at some streams adds to what is known of the others."""
+        if not complete:
+            self.known = False
+            return
+        if head.next_due_ns is not None and (self.next_due_ns is None
+                                             or head.next_due_ns < self.next_due_ns):
+            self.next_due_ns = head.next_due_ns
+        if streams is None:
+            self.largest_open, self.known = head.largest_open, True
+        else:
+            self.largest_open = max(self.largest_open, head.largest_open)
 
 
 class _SealerCollector:

@@ -30,6 +30,8 @@ class PreparedStream:
 class AppendResult:
     inserted: int = 0
     duplicates: int = 0
+    # (stream id, oldest timestamp offered) per stream: which windows the sealer must seal
+    firsts: list[tuple[int, int]] = field(default_factory=list)
     # (stream id, canonical labels, labels, rows actually offered) per stream: for live tail
     written: list[tuple[int, dict[str, str], list[tuple[int, int, str, str | None]]]] = \
         field(default_factory=list)
@@ -89,6 +91,8 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
         result.inserted += inserted
         result.duplicates += len(ps.rows) - inserted
         result.written.append((sid, ps.labels, rows))
+        if inserted:
+            result.firsts.append((sid, ps.first_ts))
     if result.inserted:
         conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, newest_before))
     return result

@@ -43,6 +43,10 @@ _LO, _HI = TS_MIN, TS_MAX
 
 def _clamp(x: int) -> int:
     return _LO if x < _LO else _HI if x > _HI else x
+# an unordered scan of more streams than this reads them all in one pass (scan_unordered):
+# stream after stream, it was a statement per stream and window, which with thousands of
+# small streams cost more than the rows
+BY_STREAM_MAX = 64
 # SQLite VM steps between two deadline checks inside one statement
 _PROGRESS_STEPS = 20_000
 
@@ -155,7 +159,8 @@ class LogReader:
               ordered: bool = True, limited: bool = False,
               counts: ScanCounts | None = None) -> "LineScan":
         """Rows of the streams with start <= ts < end, in batches: in time order
-        (`ordered`, newest first if `backward`) or stream after stream. `limited`: the
+        (`ordered`, newest first if `backward`) or in no promised order (a few streams are
+        read stream after stream, each oldest first; many in one pass). `limited`: the
         caller may stop early, so read the cheapest way to the first rows."""
         ids = list(stream_ids)
         start, end = _clamp(start), _clamp(end)
@@ -405,12 +410,17 @@ class LineScan:
             yield from scan.scan_ordered(conn, ids, self.start, self.end,
                                          backward=self.backward, conditions=self.conditions,
                                          deadline=deadline, progress=progress, sealed=blocks)
+            return
+        progress.begin(self.start, self.end, False)
+        if len(ids) > BY_STREAM_MAX:
+            yield from scan.scan_unordered(conn, ids, self.start, self.end,
+                                           conditions=self.conditions, deadline=deadline,
+                                           sealed=blocks)
         else:
-            progress.begin(self.start, self.end, False)
             yield from scan.scan_by_stream(conn, ids, self.start, self.end,
                                            conditions=self.conditions, deadline=deadline,
                                            sealed=blocks)
-            progress.done(self.start, self.end)
+        progress.done(self.start, self.end)
 
     def finish(self) -> None:
         """Add what the scans covered to the counts (rows the conditions and the block

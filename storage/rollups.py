@@ -73,6 +73,19 @@ WHERE stream_id IN (SELECT value FROM json_each(?1)) AND ts IN (SELECT value FRO
 GROUP BY 1, 2, 3
 """
 
+# Entries exactly at given timestamps, for many streams: one range scan of each stream's
+# index entries instead of a probe per (stream, timestamp) pair (`+ts` keeps SQLite from
+# turning the IN into probes); candidates must sit on a whole minute, as the points do.
+_AT_RANGE_SQL = """
+SELECT stream_id, coalesce(metadata, ''), ts, count(*), {bytes}
+FROM entries
+WHERE stream_id IN (SELECT value FROM json_each(?1)) AND ts >= ?3 AND ts <= ?4
+  AND ts % {minute} = 0 AND +ts IN (SELECT value FROM json_each(?2))
+GROUP BY 1, 2, 3
+"""
+# above this many (stream, timestamp) pairs the range scan reads less than the probes
+AT_PROBES_MAX = 4096
+
 Row = tuple[int, str, int, int, int]
 
 
@@ -101,8 +114,13 @@ def entries_at(conn: sqlite3.Connection, stream_ids: Sequence[int], timestamps: 
     """Totals of the entries whose ts equals one of `timestamps`; rows carry that ts."""
     if not stream_ids or not timestamps:
         return iter(())
-    sql = _AT_SQL.format(bytes="sum(length(CAST(line AS BLOB)))" if with_bytes else "0")
-    return conn.execute(sql, (json.dumps(list(stream_ids)), json.dumps(list(timestamps))))
+    size = "sum(length(CAST(line AS BLOB)))" if with_bytes else "0"
+    ids, points = json.dumps(list(stream_ids)), json.dumps(list(timestamps))
+    on_minutes = all(x % MINUTE_NS == 0 for x in timestamps)
+    if len(stream_ids) * len(timestamps) <= AT_PROBES_MAX or not on_minutes:
+        return conn.execute(_AT_SQL.format(bytes=size), (ids, points))
+    return conn.execute(_AT_RANGE_SQL.format(bytes=size, minute=MINUTE_NS),
+                        (ids, points, min(timestamps), max(timestamps)))
 
 
 def rollup_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],

@@ -290,6 +290,33 @@ def scan_by_stream(conn: sqlite3.Connection, stream_ids: Sequence[int], start: i
                                 deadline=deadline, sealed=sealed, only_stream=sid)
 
 
+def scan_unordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
+                   *, conditions: LineConditions | None = None, deadline: float | None = None,
+                   sealed: "SealedBlocks | None" = None,
+                   target_rows: int = TARGET_ROWS) -> Iterator[list[Row]]:
+    """Batches of every row with `start <= ts < end`, in no promised order: the head's in
+    one statement (index order: stream by stream), then the sealed blocks'. For evaluators
+    that sort what they keep; with thousands of streams, windows cost a statement each and
+    a statement per stream and window cost more than the rows."""
+    if not stream_ids or start >= end:
+        return
+    where, cond_params = conditions.sql() if conditions else ("", [])
+    cur = conn.execute(_SELECT + where, (_ids_param(stream_ids), start, end, *cond_params))
+    while True:
+        rows = cur.fetchmany(target_rows)
+        if not rows:
+            break
+        yield rows
+        if deadline is not None and time.monotonic() > deadline:
+            raise QueryTimeout()
+    if sealed:
+        for rows in sealed.batches(start, end, target_rows):
+            if rows:
+                yield rows
+            if deadline is not None and time.monotonic() > deadline:
+                raise QueryTimeout()
+
+
 # -- what a scan examined -------------------------------------------------------------------
 
 class ScanProgress:

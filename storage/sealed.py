@@ -30,6 +30,9 @@ Row = tuple  # (id, stream_id, ts, line, metadata)
 Needle = tuple[str, bool]
 # ASCII letters whose Unicode case folding reaches outside ASCII (Kelvin sign, long s)
 _FOLD_OUTSIDE_ASCII = frozenset("kKsS")
+# blocks this small are fetched PREFETCH_BLOCKS to a statement (SealedBlocks._prefetch)
+PREFETCH_MAX_ROWS = 1000
+PREFETCH_BLOCKS = 256
 
 
 @dataclass
@@ -49,10 +52,14 @@ class Decoded:
     """One block's columns, each decompressed the first time something asks for it: a
     block that a needle search rules out costs only its lines' decompression."""
 
-    def __init__(self, conn: sqlite3.Connection, s: Summary):
+    def __init__(self, conn: sqlite3.Connection | None, s: Summary,
+                 columns: tuple[bytes, bytes, bytes, bytes] | None = None):
         self.summary = s
-        self._keys, self._lengths, self._metadata, self._lines = conn.execute(
-            "SELECT keys, lengths, metadata, lines FROM blocks WHERE id = ?", (s.id,)).fetchone()
+        if columns is None:
+            assert conn is not None
+            columns = conn.execute("SELECT keys, lengths, metadata, lines FROM blocks "
+                                   "WHERE id = ?", (s.id,)).fetchone()
+        self._keys, self._lengths, self._metadata, self._lines = columns
         self._raw: bytes | None = None
         self._text: str | None = None
         self._ts: list[int] | None = None
@@ -158,15 +165,17 @@ def _ids(stream_ids: Sequence[int]) -> str:
 
 _SUMMARY_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, aligned, md_names{bloom} "
                 "FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
-                "AND max_ts >= ? AND min_ts < ?")
+                "AND max_ts >= ? AND min_ts < ?{aligned}")
 
 
 def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
-              with_bloom: bool = False) -> list[tuple]:
-    """Summaries of the blocks with rows possibly in [start, end): (Summary, bloom | None)."""
+              with_bloom: bool = False, aligned: bool = False) -> list[tuple]:
+    """Summaries of the blocks with rows possibly in [start, end): (Summary, bloom | None);
+    with `aligned`, only of blocks with a row on a whole minute."""
     if not stream_ids or start >= end:
         return []
-    sql = _SUMMARY_SQL.format(bloom=", bloom" if with_bloom else "")
+    sql = _SUMMARY_SQL.format(bloom=", bloom" if with_bloom else "",
+                              aligned=" AND aligned > 0" if aligned else "")
     out = []
     for r in conn.execute(sql, (_ids(stream_ids), start, end)):
         s = Summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
@@ -317,6 +326,16 @@ class SealedBlocks:
         picks the rows, which then are only the lines that hold the needles."""
         if self.search:
             return 0
+        total = 0
+        for s in self._reaching(lo, hi, stream_id):
+            if self._admitted.get(s.id) is False:
+                continue
+            span = s.max_ts - s.min_ts + 1
+            total += s.rows * (min(hi, s.max_ts + 1) - max(lo, s.min_ts)) // span
+        return total
+
+    def _ordered(self, stream_id: int | None) -> tuple[list[int], list[Summary], int]:
+        """Block starts in order, the blocks, the longest span (per stream, or -1: all)."""
         key = -1 if stream_id is None else stream_id
         by_start = self._by_start.get(key)
         if by_start is None:
@@ -324,30 +343,57 @@ class SealedBlocks:
             ordered = sorted(blocks, key=lambda b: b.min_ts)
             longest = max((b.max_ts - b.min_ts for b in ordered), default=0)
             by_start = self._by_start[key] = ([b.min_ts for b in ordered], ordered, longest)
-        starts, ordered, longest = by_start
-        total = 0
+        return by_start
+
+    def _reaching(self, lo: int, hi: int, stream_id: int | None) -> list[Summary]:
+        """The blocks with rows possibly in [lo, hi): found by their starts, so a scan of
+        many windows over many blocks does not test every block in every window."""
+        starts, ordered, longest = self._ordered(stream_id)
         # only blocks that start less than the longest block's span before `lo` can reach it
-        for s in ordered[bisect_left(starts, lo - longest):bisect_left(starts, hi)]:
-            if s.max_ts < lo or self._admitted.get(s.id) is False:
-                continue
-            span = s.max_ts - s.min_ts + 1
-            total += s.rows * (min(hi, s.max_ts + 1) - max(lo, s.min_ts)) // span
-        return total
+        return [s for s in ordered[bisect_left(starts, lo - longest):bisect_left(starts, hi)]
+                if s.max_ts >= lo]
+
+    def _prefetch(self, blocks: list[Summary]) -> None:
+        """Fetch the columns of small blocks not decoded yet, many to a statement: with
+        thousands of streams, a statement per block of a few rows was most of a scan.
+        Large blocks are still read one at a time, when their turn comes."""
+        small = [s for s in blocks if s.rows <= PREFETCH_MAX_ROWS and s.id not in self._cache]
+        for i in range(0, len(small) if len(small) > 1 else 0, PREFETCH_BLOCKS):
+            by_id = {s.id: s for s in small[i:i + PREFETCH_BLOCKS]}
+            for bid, *columns in self.conn.execute(
+                    "SELECT id, keys, lengths, metadata, lines FROM blocks "
+                    "WHERE id IN (SELECT value FROM json_each(?))", (_ids(by_id),)):
+                self._cache[bid] = Decoded(None, by_id[bid], tuple(columns))
 
     def rows(self, lo: int, hi: int, stream_id: int | None = None) -> list[Row]:
         """Rows with lo <= ts < hi (of one stream, if given) that pass the conditions, in
         block order (each block's rows sorted by (ts, id)); callers sort across blocks."""
+        return self._rows_of(self._reaching(lo, hi, stream_id), lo, hi)
+
+    def batches(self, lo: int, hi: int, target_rows: int) -> Iterator[list[Row]]:
+        """Every row with lo <= ts < hi that passes, block after block (a stream's blocks
+        oldest first) in batches of about `target_rows`: for scans that want no order."""
+        chunk: list[Summary] = []
+        size = 0
+        for s in sorted(self._reaching(lo, hi, None), key=lambda b: (b.stream_id, b.min_ts)):
+            chunk.append(s)
+            size += s.rows
+            if size >= target_rows:
+                yield self._rows_of(chunk, lo, hi)
+                chunk, size = [], 0
+        if chunk:
+            yield self._rows_of(chunk, lo, hi)
+
+    def _rows_of(self, reached: list[Summary], lo: int, hi: int) -> list[Row]:
         out: list[Row] = []
         touched: set[int] = set()
         keep, needles = self.keep, self.search
-        candidates = self.blocks if stream_id is None else self._by_stream.get(stream_id, ())
-        reached = [s for s in candidates if s.max_ts >= lo and s.min_ts < hi]
         fresh = [s for s in reached if s.id not in self._admitted]
         if fresh:
             self._check(fresh)
+        reached = [s for s in reached if self._admitted[s.id]]
+        self._prefetch(reached)
         for s in reached:
-            if not self._admitted[s.id]:
-                continue
             d = self._cache.get(s.id)
             if d is None:
                 d = Decoded(self.conn, s)
@@ -437,9 +483,7 @@ def sealed_at(conn: sqlite3.Connection, stream_ids: Sequence[int],
     points = sorted(set(timestamps))
     # the rollups ask for whole minutes: a block without a row on one has nothing to give
     whole_minutes = all(x % B.MINUTE_NS == 0 for x in points)
-    for s, _ in summaries(conn, stream_ids, points[0], points[-1] + 1):
-        if whole_minutes and not s.aligned:
-            continue
+    for s, _ in summaries(conn, stream_ids, points[0], points[-1] + 1, aligned=whole_minutes):
         inside = points[bisect_left(points, s.min_ts):bisect_right(points, s.max_ts)]
         if not inside:
             continue

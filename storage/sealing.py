@@ -43,19 +43,61 @@ class Group:
     rows: int
 
 
-def sealable_groups(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace_ns: int,
-                    max_rows: int = DEFAULT_MAX_ROWS, everything: bool = False) -> list[Group]:
+@dataclass(frozen=True)
+class HeadScan:
+    """What one look at the head found: the groups due now, and when the next one can
+    be due at the earliest, so that the sealer need not look again before then."""
+    groups: list[Group]
+    next_due_ns: int | None   # the earliest window end + grace among the groups not due
+    largest_open: int         # rows of the largest group not due (it is due at max_rows)
+
+
+_WINDOW = "ts - ((ts % ?1) + ?1) % ?1"
+
+
+def scan_head(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace_ns: int,
+              max_rows: int = DEFAULT_MAX_ROWS, everything: bool = False,
+              streams: Sequence[int] | None = None) -> HeadScan:
     """Head groups per stream and window that are due: the window ended at least `grace_ns`
     ago (late lines for it are unlikely), or the group holds `max_rows` rows already, or
-    `everything` (a flush). Oldest windows first."""
-    groups = []
+    `everything` (a flush). Oldest windows first.
+
+    One pass over the head's (stream, ts) index in its own order, no sort: most streams
+    hold one window, and only those spanning several are counted per window. With
+    `streams`, only theirs."""
     cutoff = now_ns - grace_ns
-    for sid, lo, n in conn.execute(
-            "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1 AS win, count(*) FROM entries "
-            "GROUP BY 1, 2 ORDER BY 2, 1", (window_ns,)):
+    found: list[tuple[int, int, int]] = []  # (window start, stream, rows)
+    if streams is None:
+        per_stream = conn.execute(
+            "SELECT stream_id, min(ts), max(ts), count(*) FROM entries GROUP BY stream_id")
+    else:
+        per_stream = conn.execute(
+            "SELECT stream_id, min(ts), max(ts), count(*) FROM entries WHERE stream_id IN "
+            "(SELECT value FROM json_each(?)) GROUP BY stream_id", (json.dumps(list(streams)),))
+    for sid, first, last, n in per_stream.fetchall():
+        lo = first - first % window_ns
+        if last < lo + window_ns:
+            found.append((lo, sid, n))
+            continue
+        found.extend((win, sid, rows) for win, rows in conn.execute(
+            f"SELECT {_WINDOW} AS win, count(*) FROM entries WHERE stream_id = ?2 "
+            "GROUP BY 1", (window_ns, sid)))
+    found.sort()
+    groups, next_due, largest = [], None, 0
+    for lo, sid, n in found:
         if everything or lo + window_ns <= cutoff or n >= max_rows:
             groups.append(Group(sid, lo, lo + window_ns, n))
-    return groups
+        else:
+            due = lo + window_ns + grace_ns
+            next_due = due if next_due is None else min(next_due, due)
+            largest = max(largest, n)
+    return HeadScan(groups, next_due, largest)
+
+
+def sealable_groups(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace_ns: int,
+                    max_rows: int = DEFAULT_MAX_ROWS, everything: bool = False) -> list[Group]:
+    """The groups of `scan_head` alone."""
+    return scan_head(conn, now_ns, window_ns, grace_ns, max_rows, everything).groups
 
 
 def head_rows(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int,

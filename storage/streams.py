@@ -11,7 +11,7 @@ import hashlib
 import sqlite3
 from typing import Iterable, Sequence
 
-from logql.model import Matcher, canonical_labels, escape_value  # noqa: F401 (re-exported)
+from logql.model import Matcher, canonical_labels, escape_value, parse_canonical  # noqa: F401
 
 
 # -- tenants -------------------------------------------------------------------------------
@@ -190,23 +190,38 @@ def _chunks(items: list, size: int) -> Iterable[list]:
         yield items[i:i + size]
 
 
-def stream_label_sets(conn: sqlite3.Connection, ids: Sequence[int],
-                      tenant: str | TenantSet | None = None) -> dict[int, dict[str, str]]:
-    """Stream id -> its labels; read through a TenantSet, with `__tenant_id__` added."""
-    out: dict[int, dict[str, str]] = {sid: {} for sid in ids}
+def _stream_rows(conn: sqlite3.Connection, ids: Sequence[int]) -> Iterable[tuple[int, str, str]]:
+    """(id, tenant, canonical labels) of each stream, by primary key."""
     for chunk in _chunks(list(ids), 500):
         marks = ",".join("?" * len(chunk))
-        for sid, name, value in conn.execute(
-                f"SELECT s.id, l.name, l.value FROM streams s JOIN stream_labels l "
-                f"ON l.tenant = s.tenant AND l.stream_id = s.id WHERE s.id IN ({marks})", chunk):
-            out[sid][name] = value
-    if isinstance(tenant, TenantSet):
-        for chunk in _chunks(list(ids), 500):
-            marks = ",".join("?" * len(chunk))
-            for sid, owner in conn.execute(
-                    f"SELECT id, tenant FROM streams WHERE id IN ({marks})", chunk):
-                _with_tenant(out[sid], owner)
-    return out
+        yield from conn.execute(f"SELECT id, tenant, labels FROM streams WHERE id IN ({marks})",
+                                chunk)
+
+
+def stream_label_sets(conn: sqlite3.Connection, ids: Sequence[int],
+                      tenant: str | TenantSet | None = None) -> dict[int, dict[str, str]]:
+    """Stream id -> its labels, decoded from each stream's own row (a primary-key probe per
+    stream: the postings are keyed by label, so reading them by stream would scan them all);
+    read through a TenantSet, with `__tenant_id__` added."""
+    several = isinstance(tenant, TenantSet)
+    out = {sid: _with_tenant(parse_canonical(text), owner) if several else parse_canonical(text)
+           for sid, owner, text in _stream_rows(conn, ids)}
+    return {sid: out.get(sid, {}) for sid in ids}
+
+
+# Each distinct name by a skip-scan of the postings (one probe per name, not a row per
+# stream), kept if some stream that carries it has data in range: usually the first one.
+_NAMES_IN_RANGE = """
+WITH RECURSIVE n(name) AS (
+    SELECT min(name) FROM stream_labels WHERE tenant = ?1
+    UNION ALL
+    SELECT (SELECT min(name) FROM stream_labels WHERE tenant = ?1 AND name > n.name)
+    FROM n WHERE n.name IS NOT NULL
+)
+SELECT name FROM n WHERE name IS NOT NULL AND EXISTS (
+    SELECT 1 FROM stream_labels l JOIN streams s ON s.id = l.stream_id
+    WHERE l.tenant = ?1 AND l.name = n.name AND s.first_ts <= ?3 AND s.last_ts >= ?2)
+"""
 
 
 def label_names(conn: sqlite3.Connection, tenant: str | TenantSet, start: int, end: int,
@@ -217,11 +232,7 @@ def label_names(conn: sqlite3.Connection, tenant: str | TenantSet, start: int, e
         for labels in stream_label_sets(conn, ids, tenant).values():
             names.update(labels)
         return sorted(names)
-    rows = conn.execute(
-        "SELECT DISTINCT l.name FROM stream_labels l JOIN streams s ON s.id = l.stream_id "
-        "WHERE l.tenant = ? AND s.first_ts <= ? AND s.last_ts >= ? ORDER BY l.name",
-        (tenant, end, start))
-    return [r[0] for r in rows]
+    return [r[0] for r in conn.execute(_NAMES_IN_RANGE, (tenant, start, end))]
 
 
 def label_values(conn: sqlite3.Connection, tenant: str | TenantSet, name: str, start: int,
@@ -244,5 +255,9 @@ def series(conn: sqlite3.Connection, tenant: str | TenantSet,
     ids: set[int] = set()
     for group in groups:
         ids.update(select_stream_ids(conn, tenant, group, start, end))
-    sets = stream_label_sets(conn, sorted(ids), tenant)
-    return sorted(sets.values(), key=canonical_labels)
+    if isinstance(tenant, TenantSet):
+        sets = stream_label_sets(conn, sorted(ids), tenant)
+        return sorted(sets.values(), key=canonical_labels)
+    # a stream's stored identity is its canonical text: sorting by it is sorting by labels
+    return [parse_canonical(text) for _, _, text in
+            sorted(_stream_rows(conn, sorted(ids)), key=lambda row: row[2])]
