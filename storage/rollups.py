@@ -32,6 +32,18 @@ WHERE ro.stream_id = s.id AND ro.minute >= r.lo AND ro.minute < r.hi
 GROUP BY ro.stream_id, ro.metadata, r.i
 """
 
+# The same for contiguous ranges whose inner ones are evenly spaced (volume buckets cut at
+# multiples of the step): one range scan of each stream's rollups, the range number by
+# arithmetic, instead of a probe per (stream, range) pair.
+_SPAN_SQL = """
+SELECT stream_id, metadata,
+       CASE WHEN minute < ?3 THEN 0 ELSE min(?5, 1 + (minute - ?3) / ?4) END AS i,
+       sum(lines), sum(bytes)
+FROM rollups
+WHERE stream_id IN (SELECT value FROM json_each(?1)) AND minute >= ?2 AND minute < ?6
+GROUP BY 1, 3, 2
+"""
+
 # Entries with lo < ts <= hi (the LogQL window shape) of each range, counted in SQLite.
 _ENTRIES_SQL = """
 WITH r(i, lo, hi) AS (
@@ -128,8 +140,24 @@ def rollup_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],
     """Totals of whole minutes `lo <= minute < hi` (both multiples of a minute) per range."""
     if not stream_ids or not minute_ranges:
         return iter(())
-    return conn.execute(_ROLLUP_SQL, (json.dumps(list(minute_ranges)),
-                                      json.dumps(list(stream_ids))))
+    ids = json.dumps(list(stream_ids))
+    span = _even_span(minute_ranges)
+    if span is not None:
+        return conn.execute(_SPAN_SQL, (ids, *span))
+    return conn.execute(_ROLLUP_SQL, (json.dumps(list(minute_ranges)), ids))
+
+
+def _even_span(ranges: Sequence[tuple[int, int]]) -> tuple[int, int, int, int, int] | None:
+    """(first lo, second lo, inner width, last index, last hi) when the ranges follow each
+    other and all but the first and last have one width; else None."""
+    if any(a[1] != b[0] for a, b in zip(ranges, ranges[1:])) or \
+            any(lo > hi for lo, hi in ranges):
+        return None
+    inner = {hi - lo for lo, hi in ranges[1:-1]}
+    if len(inner) > 1 or 0 in inner:
+        return None
+    width = inner.pop() if inner else 1
+    return ranges[0][0], ranges[0][1], width, len(ranges) - 1, ranges[-1][1]
 
 
 def entry_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],

@@ -192,13 +192,21 @@ class Counts:
     metadata: list[str | None] | None
 
 
-def decode_counts(conn: sqlite3.Connection, s: Summary, metadata: bool = True) -> Counts:
-    """`metadata=False` when the caller does not split counts by it."""
+def iter_counts(conn: sqlite3.Connection, found: Sequence[Summary],
+                metadata: bool = True) -> Iterator[tuple[Summary, Counts]]:
+    """(summary, counts) of each block, PREFETCH_BLOCKS blocks to a statement: thousands of
+    streams make thousands of small blocks, and a statement each cost more than decoding."""
     cols = "keys, lengths, metadata" if metadata else "keys, lengths"
-    row = conn.execute(f"SELECT {cols} FROM blocks WHERE id = ?", (s.id,)).fetchone()
-    ts, offsets = B.decode_ts_offsets(row[0], row[1], s.rows)
-    md = B.decode_metadata(row[2], s.rows) if metadata and row[2] else None
-    return Counts(ts, offsets, md)
+    for i in range(0, len(found), PREFETCH_BLOCKS):
+        chunk = {s.id: s for s in found[i:i + PREFETCH_BLOCKS]}
+        rows = {r[0]: r[1:] for r in conn.execute(
+            f"SELECT id, {cols} FROM blocks WHERE id IN (SELECT value FROM json_each(?))",
+            (_ids(chunk),))}
+        for bid, s in chunk.items():
+            row = rows[bid]
+            ts, offsets = B.decode_ts_offsets(row[0], row[1], s.rows)
+            md = B.decode_metadata(row[2], s.rows) if metadata and row[2] else None
+            yield s, Counts(ts, offsets, md)
 
 
 # -- which blocks a scan may skip -----------------------------------------------------------
@@ -437,14 +445,16 @@ def sealed_range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo:
 def _counts_in(conn: sqlite3.Connection, found: Sequence[Summary], lo: int,
                hi: int) -> tuple[int, int]:
     lines = size = 0
+    cut = []
     for s in found:
         if s.max_ts < lo or s.min_ts >= hi:
             continue
         if lo <= s.min_ts and s.max_ts < hi:
             lines += s.rows
             size += s.bytes
-            continue
-        c = decode_counts(conn, s, metadata=False)
+        else:
+            cut.append(s)
+    for s, c in iter_counts(conn, cut, metadata=False):
         a, b = np.searchsorted(c.ts, [lo, hi], side="left").tolist()
         lines += b - a
         size += int(c.offsets[b] - c.offsets[a])
@@ -462,12 +472,15 @@ def sealed_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],
     los = [ranges[i][0] for i in order]
     span_lo = min(los)
     span_hi = max(h for _, h in ranges)
+    picks = []
     for s, _ in summaries(conn, stream_ids, span_lo + 1, span_hi + 1):
         picked = [order[k] for k in range(bisect_left(los, s.max_ts))
                   if ranges[order[k]][1] >= s.min_ts]
-        if not picked:
-            continue
-        c = decode_counts(conn, s)
+        if picked:
+            picks.append((s, picked))
+    wanted = dict((s.id, picked) for s, picked in picks)
+    for s, c in iter_counts(conn, [s for s, _ in picks]):
+        picked = wanted[s.id]
         a = np.searchsorted(c.ts, [ranges[i][0] for i in picked], side="right").tolist()
         b = np.searchsorted(c.ts, [ranges[i][1] for i in picked], side="right").tolist()
         for i, x, y in zip(picked, a, b):
@@ -483,11 +496,14 @@ def sealed_at(conn: sqlite3.Connection, stream_ids: Sequence[int],
     points = sorted(set(timestamps))
     # the rollups ask for whole minutes: a block without a row on one has nothing to give
     whole_minutes = all(x % B.MINUTE_NS == 0 for x in points)
+    found = []
     for s, _ in summaries(conn, stream_ids, points[0], points[-1] + 1, aligned=whole_minutes):
         inside = points[bisect_left(points, s.min_ts):bisect_right(points, s.max_ts)]
-        if not inside:
-            continue
-        c = decode_counts(conn, s)
+        if inside:
+            found.append((s, inside))
+    at = {s.id: inside for s, inside in found}
+    for s, c in iter_counts(conn, [s for s, _ in found]):
+        inside = at[s.id]
         a = np.searchsorted(c.ts, inside, side="left").tolist()
         b = np.searchsorted(c.ts, inside, side="right").tolist()
         for x, lo, hi in zip(inside, a, b):
