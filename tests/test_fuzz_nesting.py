@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 import snappy
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from logql.depth import MAX_DEPTH, MAX_TEMPLATE_DEPTH
@@ -24,9 +24,10 @@ SETTINGS = settings(max_examples=30, deadline=None, derandomize=True, database=N
                     suppress_health_check=list(HealthCheck))
 
 # depths around every bound, past the interpreter's guard, and far past it
-depths = st.one_of(st.integers(0, 40), st.sampled_from(sorted({
+# (the deep ones first: Hypothesis favours a one_of's first branch)
+depths = st.one_of(st.sampled_from(sorted({
     MAX_DEPTH - 2, MAX_DEPTH, MAX_DEPTH + 1, MAX_TEMPLATE_DEPTH, MAX_TEMPLATE_DEPTH + 1,
-    99, 101, 333, 900, 1000, 3000, 40_000})))
+    99, 101, 333, 900, 1000, 3000, 40_000})), st.integers(0, 40))
 fan_outs = st.sampled_from([0, 1, 10, 1000, 50_000])
 
 
@@ -89,6 +90,7 @@ def _push_json(place: str, value: str) -> str:
 
 @given(place=st.sampled_from(["line", "unknown-field", "stream", "values", "metadata", "body"]),
        value=json_values, legacy=st.booleans())
+@example(place="line", value=_json_nest("object", 40_000), legacy=False)  # issue 28, row 1
 @SETTINGS
 def test_push_json_never_5xx_and_a_deep_line_is_stored(server, place, value, legacy):
     body = _push_json(place, value)
@@ -135,8 +137,13 @@ def _field(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
+# each protobuf level is a length prefix around the next, built inside out: quadratic in
+# the depth, so protobuf nesting stops at 3000 (upb refuses past 100 anyway)
+PROTOBUF_LEVELS = 3000
+
+
 def _nested_messages(number: int, n: int, inner: bytes) -> bytes:
-    for _ in range(n):
+    for _ in range(min(n, PROTOBUF_LEVELS)):
         inner = _field(number, inner)
     return inner
 
@@ -170,10 +177,12 @@ def test_push_protobuf_never_5xx(server, kind, n):
 # -- OTLP: JSON and protobuf ----------------------------------------------------------------
 
 def _otlp_json(kind: str, n: int) -> str:
-    value = '{"stringValue":"x"}'
-    for _ in range(n if kind != "unknown" else 0):
-        value = ('{"kvlistValue":{"values":[{"key":"k","value":' + value + "}]}}"
-                 if kind == "kvlist" else '{"arrayValue":{"values":[' + value + "]}}")
+    n = n if kind != "unknown" else 0
+    if kind == "kvlist":
+        value = ('{"kvlistValue":{"values":[{"key":"k","value":' * n + '{"stringValue":"x"}'
+                 + "}]}}" * n)
+    else:
+        value = '{"arrayValue":{"values":[' * n + '{"stringValue":"x"}' + "]}}" * n
     extra = ',"x":' + _json_nest("array", n) if kind == "unknown" else ""
     return ('{"resourceLogs":[{"resource":{"attributes":[{"key":"a","value":' + value + "}]}"
             + extra + ',"scopeLogs":[{"logRecords":[{"timeUnixNano":"%d","body":%s}]}]}]}'
@@ -182,7 +191,7 @@ def _otlp_json(kind: str, n: int) -> str:
 
 def _otlp_protobuf(kind: str, n: int) -> bytes:
     value = _field(1, b"x")  # AnyValue{string_value}
-    for _ in range(n):
+    for _ in range(min(n, PROTOBUF_LEVELS)):
         # AnyValue{array_value(5): ArrayValue{values(1)}} or {kvlist_value(6): KeyValueList
         # {values(1): KeyValue{key(1), value(2)}}}
         value = _field(5, _field(1, value)) if kind == "array" else \
@@ -194,6 +203,7 @@ def _otlp_protobuf(kind: str, n: int) -> bytes:
 
 
 @given(kind=st.sampled_from(["kvlist", "array", "unknown"]), n=depths, as_json=st.booleans())
+@example(kind="kvlist", n=3000, as_json=True)  # issue 28, row 2
 @SETTINGS
 def test_otlp_never_5xx(server, kind, n, as_json):
     if as_json:
@@ -254,6 +264,7 @@ def test_logql_never_5xx(server, kind, n, instant):
 
 @given(kind=st.sampled_from(["if", "with-range", "else-if", "parens", "unclosed", "fan-out"]),
        n=depths, stage=st.sampled_from(["line_format", "label_format b="]))
+@example(kind="if", n=3000, stage="line_format")  # issue 28, row 5
 @SETTINGS
 def test_templates_never_5xx(server, kind, n, stage):
     query = '{app="fz"} | ' + stage + "`" + _template(kind, n) + "`"
@@ -273,10 +284,10 @@ def _rule_yaml(kind: str, n: int) -> str:
         return RULE + "{a: " * n + "b" + "}" * n + "\n"
     if kind == "flow-sequences":
         return "[" * n + "]" * n
-    if kind == "block":
-        return "".join("  " * i + "a:\n" for i in range(n)) + "  " * n + "b\n"
-    if kind == "block-sequences":
-        return "".join("  " * i + "-\n" for i in range(n)) + "  " * n + "x\n"
+    if kind in ("block", "block-sequences"):  # indentation grows with depth: quadratic
+        n = min(n, 1000)
+        item = "a:" if kind == "block" else "-"
+        return "".join("  " * i + item + "\n" for i in range(n)) + "  " * n + "b\n"
     if kind == "unclosed":
         return RULE + "{a: " * n
     if kind == "aliases":  # fan-out: each level refers to the previous one ten times
@@ -289,6 +300,8 @@ def _rule_yaml(kind: str, n: int) -> str:
 
 @given(kind=st.sampled_from(["flow-mappings", "flow-sequences", "block", "block-sequences",
                              "unclosed", "aliases", "wide"]), n=depths)
+@example(kind="flow-mappings", n=5000)  # issue 28, row 4
+@example(kind="flow-sequences", n=50_000)
 @SETTINGS
 def test_rule_yaml_never_5xx(server, kind, n):
     body = _rule_yaml(kind, n)
@@ -302,6 +315,7 @@ def test_rule_yaml_never_5xx(server, kind, n):
 @given(field=st.sampled_from(["panels", "templating", "annotations", "title", "x"]),
        value=json_values, path=st.sampled_from(["/api/dashboards/db", "/api/dashboards/import",
                                                 "/api/folders"]))
+@example(field="panels", value=_json_nest("array", 40_000), path="/api/dashboards/db")  # row 3
 @SETTINGS
 def test_dashboard_json_never_5xx(server, field, value, path):
     body = '{"dashboard":{"title":"fz","%s":%s},"overwrite":true,"title":%s}' % (
