@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import secrets
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 
+from logql.depth import TooDeep
 from logql.errors import ParseError, QueryError, QueryTimeout
 from services.query_gate import TooManyOutstanding
 from routes.respond import json_response
@@ -16,7 +18,8 @@ PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
 log = logging.getLogger("logstore.http")
 
 
-__all__ = ["PlainError", "EXCEPTION_HANDLERS", "plain_response", "PLAIN", "TIMEOUT_TEXT"]
+__all__ = ["PlainError", "EXCEPTION_HANDLERS", "plain_response", "PLAIN", "TIMEOUT_TEXT",
+           "INTERNAL_ERROR", "log_internal_error"]
 
 TIMEOUT_TEXT = ("request timed out, decrease the duration of the request or add more label "
                 "matchers (prefer exact match over regex match) to reduce the amount of data "
@@ -68,11 +71,34 @@ def handle_http_exception(_: Request, exc: HTTPException) -> Response:
     return plain_response(exc.status_code, str(exc.detail))
 
 
+def handle_too_deep(_: Request, exc: TooDeep) -> Response:
+    """Input nested past its bound (logql/depth.py), wherever it was measured."""
+    return plain_response(400, str(exc))
+
+
+INTERNAL_ERROR = "Internal Server Error"  # Go's http.StatusText(500), what Loki answers
+
+
+def log_internal_error(request: Request, exc: BaseException) -> str:
+    """Log an unexpected failure with its traceback under a new request id, and return the
+    id: the answer names it, so a client's report leads to this log line. Every handler of
+    unexpected errors (Loki's routes here, Grafana's /api, OTLP) goes through this."""
+    request_id = secrets.token_hex(8)
+    log.error("internal error serving %s %s (request id %s)", request.method,
+              request.url.path, request_id, exc_info=exc)
+    return request_id
+
+
+def internal_error_text(request_id: str) -> str:
+    return f"{INTERNAL_ERROR} (request id {request_id})"
+
+
 def handle_internal_error(request: Request, exc: Exception) -> Response:
-    """Anything unexpected: logged with its traceback, answered as Loki does (500, the error
-    text), never with the traceback itself."""
-    log.exception("internal error serving %s %s", request.method, request.url.path)
-    return plain_response(500, f"{type(exc).__name__}: {exc}")
+    """Anything unexpected: 500 with Loki's text and the request id, never the exception's
+    text or traceback (they can hold a client's input, or paths and internals)."""
+    request_id = log_internal_error(request, exc)
+    return Response(content=internal_error_text(request_id) + "\n", status_code=500,
+                    media_type=PLAIN, headers={"X-Request-Id": request_id})
 
 
 EXCEPTION_HANDLERS = {
@@ -83,6 +109,7 @@ EXCEPTION_HANDLERS = {
     QueryError: handle_query_error,
     QueryTimeout: handle_timeout,
     TooManyOutstanding: handle_too_many_outstanding,
+    TooDeep: handle_too_deep,
     NotFoundException: handle_not_found,
     MethodNotAllowedException: handle_method_not_allowed,
     HTTPException: handle_http_exception,

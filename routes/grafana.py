@@ -4,7 +4,6 @@ read or one group-commit write, encode. Errors are Grafana's JSON bodies, not Lo
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from litestar.params import FromPath
@@ -13,6 +12,7 @@ from litestar.di import Provide
 from litestar.exceptions import HTTPException
 
 from routes import grafana_identity
+from routes.errors import INTERNAL_ERROR, log_internal_error
 from routes.grafana_common import CallerDep, body_of, ok, write
 from services import grafana_access as access
 from services import grafana_objects as objects
@@ -24,9 +24,6 @@ from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError
 from routes.deps import Ctx
 from services.context import AppContext
 
-log = logging.getLogger("logstore.grafana")
-
-
 def handle_grafana_error(_: Request, exc: GrafanaError) -> Response:
     return ok(exc.body(), exc.status)
 
@@ -36,10 +33,13 @@ def handle_http_exception(_: Request, exc: HTTPException) -> Response:
 
 
 def handle_unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("grafana API %s %s failed", request.method, request.url.path)
+    """Grafana's JSON for what routes/errors.py logs and answers as text elsewhere."""
+    request_id = log_internal_error(request, exc)
     message = "Search failed" if request.url.path.rstrip("/") == "/api/search" else \
-        "Internal Server Error"
-    return ok({"message": message}, 500)
+        INTERNAL_ERROR
+    response = ok({"message": message, "requestId": request_id}, 500)
+    response.headers["X-Request-Id"] = request_id
+    return response
 
 
 async def provide_caller(request: Request, ctx: Ctx) -> Caller:

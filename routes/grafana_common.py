@@ -8,6 +8,7 @@ from typing import Any, Callable, TypeVar
 import msgspec
 from litestar import Request, Response
 
+from logql import depth
 from services.context import AppContext
 from litestar.di import NamedDependency
 
@@ -30,8 +31,14 @@ async def body_of(request: Request, kind: type[T]) -> T:
         if size > MAX_BODY:
             raise GrafanaError(413, f"request body too large: max {MAX_BODY} bytes")
         chunks.append(chunk)
+    body = b"".join(chunks) or b"null"
     try:
-        return msgspec.json.decode(b"".join(chunks) or b"null", type=kind)
+        # measured before decoding: a dashboard model is kept as it came, and msgspec,
+        # the stored copy's json.loads and every later encode recurse through it
+        depth.check_json(body)
+        return msgspec.json.decode(body, type=kind)
+    except depth.TooDeep as exc:
+        raise bad_request(f"bad request data: {exc}") from None
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise bad_request() from None
 

@@ -13,6 +13,7 @@ import snappy
 from google.protobuf.message import DecodeError
 from litestar import Request, Response, post
 
+from logql import depth
 from logql.model import TS_MAX, TS_MIN
 
 from proto import push_pb2
@@ -51,6 +52,10 @@ class LegacyPush(msgspec.Struct):
 _json_push = msgspec.json.Decoder(JsonPush)
 _legacy_push = msgspec.json.Decoder(LegacyPush)
 _TS_PATH = re.compile(r"values\[\d+\]\[0\]`?$")
+# The push schema nests five levels and keeps nothing deeper; msgspec skips an unknown
+# field by recursing into it, and only that recursion can reach the interpreter's guard
+# (far past MAX_DEPTH): refused then, with the bound's text, and the hot path pays nothing.
+_TOO_DEEP = f"invalid push request: {depth.JSON_TEXT}"
 
 
 def _fail(status: int, message: str) -> PlainError:
@@ -197,6 +202,8 @@ def decode_json(body: bytes) -> list[RawStream]:
             req = _json_push.decode(_valid_utf8(body))
     except msgspec.DecodeError as exc:
         raise _fail(400, _json_error(exc)) from None
+    except RecursionError:
+        raise _fail(400, _TOO_DEEP) from None
     out = []
     for si, stream in enumerate(req.streams or ()):
         entries = []
@@ -283,6 +290,8 @@ def decode_legacy_json(body: bytes) -> list[RawStream]:
             req = _legacy_push.decode(_valid_utf8(body))
     except msgspec.DecodeError as exc:
         raise _fail(400, f"invalid push request: {exc}") from None
+    except RecursionError:
+        raise _fail(400, _TOO_DEEP) from None
     out = []
     for stream in req.streams or ():
         if not stream.entries:

@@ -102,21 +102,24 @@ def _json_paths(line: str) -> dict[str, list[str]]:
     """Flattened JSON key -> its path, as `| json` names nested keys (a_b for {"a":{"b"}})."""
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line too deep to decode is not JSON here
         return {}
     out: dict[str, list[str]] = {}
-
-    def walk(node: dict, prefix: str, path: list[str]) -> None:
-        for key, value in node.items():
+    # depth first, in key order (the first path to a name wins), with a stack of its own
+    # rather than recursion: a line is data, as deep as the decoder took it
+    stack = [(iter(obj.items()), "", [])] if isinstance(obj, dict) else []
+    while stack:
+        items, prefix, path = stack[-1]
+        for key, value in items:
             seg = _json_segment(key)
             name = prefix + "_" + seg if prefix and seg else prefix or seg
             if isinstance(value, dict):
-                walk(value, name, path + [key])
-            elif name:
+                stack.append((iter(value.items()), name, path + [key]))
+                break
+            if name:
                 out.setdefault("_" + name if name[0].isdigit() else name, path + [key])
-
-    if isinstance(obj, dict):
-        walk(obj, "", [])
+        else:
+            stack.pop()
     return out
 
 

@@ -112,7 +112,9 @@ class LevelDetector:
     def _from_json(self, text: str) -> str | None:
         try:
             doc = _json_decoder.decode(text)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
+            # a line nested past what the decoder descends is data like any other: no
+            # level from its fields, the keyword scan decides (the push stores it)
             return None
         if not isinstance(doc, dict):
             return None

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from logql import ParseError, parse_expr
+from logql import ParseError, depth, parse_expr
 from logql.gocompat.format import prom_duration_str
 from logql.gocompat.values import GoParseError, parse_prom_duration
 from logql.syntax import ast as A
@@ -113,7 +113,7 @@ def decode_group(body: bytes) -> RuleGroup:
     """One group from a POST body; 400 `unable to decoded rule group` (sic, Loki's text)
     for anything YAML cannot turn into a group, bad durations included."""
     try:
-        data = yaml.safe_load(body.decode("utf-8")) if body.strip() else {}
+        data = depth.load_yaml(body.decode("utf-8")) if body.strip() else {}
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -138,6 +138,8 @@ def decode_group(body: bytes) -> RuleGroup:
                          interval_ns=_duration(data.get("interval")), limit=limit)
     except (_Undecodable, yaml.YAMLError, UnicodeDecodeError):
         raise bad_request("unable to decoded rule group") from None
+    except depth.TooDeep as exc:  # Loki's text, and which bound the document passed
+        raise bad_request(f"unable to decoded rule group: {exc}") from None
 
 
 def _text(v: Any) -> str:

@@ -7,6 +7,7 @@ import json
 import re
 from json.decoder import scanstring
 
+from logql import depth
 from logql.gocompat.filters import PipelineError
 from logql.pipeline.builder import EXTRACTED_SUFFIX, JSON_PARSER_ERR
 from logql.pipeline.keys import (_LABEL_NAME, _SEGMENTS, _SPECIAL_NAMES, _fix_surrogates,
@@ -85,11 +86,19 @@ class JsonParser:
     def _process_all(self, line: str, labels) -> None:
         try:
             obj = _parse_json_object(line, _JSON_TOKENS)
+        except RecursionError:  # the decoder stopped at the interpreter's guard
+            labels.set_error(JSON_PARSER_ERR, depth.LINE_TEXT)
+            return
         except Exception as exc:  # noqa: BLE001 - any decoder failure is a JSONParserErr
             labels.set_error(JSON_PARSER_ERR, _ERR_OBJECT if str(exc) == "not an object" else _json_error_text(exc))
             return
         fix = "\\u" in line and ("\\ud" in line.lower())
-        self._flatten(obj, "", labels, fix)
+        try:
+            self._flatten(obj, "", labels, fix)
+        except RecursionError:
+            # the decoder took a line nearly as deep as the interpreter's guard and the
+            # walk (one frame a level, on the hot path) went past it: a line too deep
+            labels.set_error(JSON_PARSER_ERR, depth.LINE_TEXT)
 
     def _flatten(self, pairs, prefix: str, labels, fix: bool) -> None:
         # runs for every key of every line: the collision and first-wins rules of
@@ -213,7 +222,7 @@ def json_path_lookup(line: str, path: tuple) -> str | None:
                         return None
                     i = _ws(line, i + 1)
         value, end = _JSON_TOKENS.raw_decode(line, i)
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):  # RecursionError: a line too deep
         return None
     first = line[i]
     if first == '"':
@@ -239,6 +248,9 @@ class UnpackParser:
             return line
         try:
             obj = _parse_json_object(line, _JSON_PLAIN)
+        except RecursionError:
+            labels.set_error(JSON_PARSER_ERR, depth.LINE_TEXT)
+            return line
         except Exception as exc:  # noqa: BLE001
             labels.set_error(JSON_PARSER_ERR, _json_error_text(exc))
             return line

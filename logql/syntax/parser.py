@@ -18,6 +18,7 @@ import math
 from logql.syntax import ast as A
 from logql.arith import arith, compare
 from logql.syntax.ast import CARD_MANY_TO_ONE, CARD_ONE_TO_MANY, CARD_ONE_TO_ONE
+from logql.depth import QUERY_TEXT
 from logql.errors import ERR_ONLY_MATCHERS, MAX_INPUT_SIZE, ParseError
 from logql.gocompat.format import format_float_6
 from logql.syntax.lexer import (
@@ -341,7 +342,7 @@ def parse_expr_unvalidated(text: str):
     try:
         return _parse(text)[0]
     except RecursionError:
-        raise ParseError("expression nests too deeply") from None
+        raise ParseError(QUERY_TEXT) from None
 
 
 def parse_expr(text: str, *, check_stages: bool = True):
@@ -355,7 +356,7 @@ def parse_expr(text: str, *, check_stages: bool = True):
             _check_stages(e)
         return e
     except RecursionError:
-        raise ParseError("expression nests too deeply") from None
+        raise ParseError(QUERY_TEXT) from None
 
 
 def parse_selector(text: str, require_non_empty: bool = True) -> A.StreamSelector:
@@ -368,7 +369,7 @@ def parse_selector(text: str, require_non_empty: bool = True) -> A.StreamSelecto
         try:
             e, p = _parse(text)
         except RecursionError:
-            raise ParseError("expression nests too deeply") from None
+            raise ParseError(QUERY_TEXT) from None
     if type(e) is not A.LogQuery or e.stages:
         raise ParseError(ERR_ONLY_MATCHERS, bare=True)
     return e.selector

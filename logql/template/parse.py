@@ -11,6 +11,7 @@ Go's `missingkey=zero` semantics. Functions live in template_funcs.py.
 
 from __future__ import annotations
 
+from logql.depth import MAX_TEMPLATE_DEPTH, TEMPLATE_TEXT, Nesting, TooDeep
 from logql.template.funcs import FUNCS, FuncError, go_print, truth, type_name
 from logql.gocompat.format import go_quote
 from logql.template.errors import TemplateError, TemplateExecError
@@ -317,6 +318,15 @@ class _Parser:
         self.text, self.toks, self.i, self.funcs = text, toks, 0, funcs
         self.vars: list[str] = ["$"]
         self.range_depth = 0
+        # control bodies and parenthesised pipelines recurse here, in the executor and in
+        # the printer: one bound for both, checked as each opens (logql/depth.py)
+        self.nesting = Nesting(MAX_TEMPLATE_DEPTH, TEMPLATE_TEXT)
+
+    def enter(self, tok: Tok) -> None:
+        try:
+            self.nesting.enter()
+        except TooDeep:
+            raise self.err(TEMPLATE_TEXT, tok.pos) from None
 
     def err(self, msg: str, pos: int | None = None):
         tok = self.toks[min(self.i, len(self.toks) - 1)]
@@ -381,6 +391,7 @@ class _Parser:
             return Node(word, tok.pos)
         if word not in ("if", "range", "with"):
             raise self.err(f"{{{{{word}}}}} is not supported", tok.pos)
+        self.enter(tok)
         saved_vars = len(self.vars)
         pipe = self.pipeline(word, decl_ok=True, range_decl=(word == "range"))
         if word == "range":
@@ -407,6 +418,7 @@ class _Parser:
             if self.next_ns().kind != "}}":
                 raise self.err("unexpected token in end", term.pos)
         del self.vars[saved_vars:]
+        self.nesting.leave()
         return Node(word, tok.pos, pipe, body, else_body)
 
     def pipeline(self, context: str, decl_ok=False, range_decl=False) -> Node:
@@ -509,7 +521,9 @@ class _Parser:
         elif k == "string":
             node = Node("string", t.pos, t.val)
         elif k == "(":
+            self.enter(t)
             node = self.pipeline("parenthesized pipeline")
+            self.nesting.leave()
         else:
             raise self.err(f"unexpected {self._desc(t)} in operand", t.pos)
         if self.peek().kind == "field":
