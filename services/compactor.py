@@ -129,10 +129,10 @@ class Compactor:
                 if await self.db.write(
                         lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
                     self.streams_removed += 1
-            for sid, (tenant, labels) in streams.items():
-                visible = self.policy.cutoff_of(tenant, labels)
-                if visible is None:
-                    continue
+            for sid, info in streams.items():
+                visible = self.policy.cutoff_of(info.tenant, info.labels)
+                if visible is None or info.first_ts >= visible - self.delay:
+                    continue  # nothing old enough on disk: no statement for this stream
                 cut = await self.db.read(retention.disk_cutoff, sid, visible - self.delay)
                 more = True
                 while more:

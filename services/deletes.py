@@ -241,9 +241,9 @@ class Deletions:
         await self.db.write(lambda conn: deletes.bump_generation(conn, tenant))
 
     # -- physical removal (the compactor) -------------------------------------------------------
-    async def process_due(self, streams: dict[int, tuple[str, dict[str, str]]]) -> int:
+    async def process_due(self, streams: dict[int, tuple[str, dict[str, str], int, int]]) -> int:
         """Remove from disk the lines of every piece past the cancel period; returns the
-        lines removed. `streams`: stream id -> (tenant, labels)."""
+        lines removed. `streams`: stream id -> (tenant, labels, first ts, last ts)."""
         if not self.enabled:
             return 0
         now_s = self.clock() / 1e9
@@ -255,9 +255,11 @@ class Deletions:
                 continue
             query = parse_delete_query(p.query)
             pick = compile_log_query(query).pipeline.match_line
-            for sid, (tenant, labels) in streams.items():
-                if tenant == p.tenant and all(m.matches(labels.get(m.name, ""))
-                                              for m in query.selector.matchers):
+            for sid, (tenant, labels, first_ts, last_ts) in streams.items():
+                # a stream without data in the piece's range needs no statement at all
+                if tenant == p.tenant and first_ts <= p.end and last_ts >= p.start \
+                        and all(m.matches(labels.get(m.name, ""))
+                                for m in query.selector.matchers):
                     n = await self._remove(sid, p.start, p.end, pick)
                     if n:
                         self.touched.add(sid)

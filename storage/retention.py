@@ -11,20 +11,26 @@ from rollups stay exact. A stream left with nothing is removed with its postings
 from __future__ import annotations
 
 import sqlite3
-from collections import defaultdict
+from typing import NamedTuple
+
+from logql.model import parse_canonical
 
 MINUTE_NS = 60 * 10**9
 
 
-def stream_labels(conn: sqlite3.Connection) -> dict[int, tuple[str, dict[str, str]]]:
-    """Stream id -> (tenant, labels) of every stream."""
-    out: dict[int, tuple[str, dict[str, str]]] = {}
-    labels: dict[int, dict[str, str]] = defaultdict(dict)
-    for sid, name, value in conn.execute("SELECT stream_id, name, value FROM stream_labels"):
-        labels[sid][name] = value
-    for sid, tenant in conn.execute("SELECT id, tenant FROM streams"):
-        out[sid] = (tenant, labels.get(sid, {}))
-    return out
+class StreamInfo(NamedTuple):
+    tenant: str
+    labels: dict[str, str]
+    first_ts: int   # ns: nothing older is on disk
+    last_ts: int
+
+
+def stream_labels(conn: sqlite3.Connection) -> dict[int, StreamInfo]:
+    """Stream id -> what the sweep needs of it, every stream: one pass over `streams`, the
+    labels decoded from each stream's own row."""
+    return {sid: StreamInfo(tenant, parse_canonical(text), first, last)
+            for sid, tenant, text, first, last in conn.execute(
+                "SELECT id, tenant, labels, first_ts, last_ts FROM streams")}
 
 
 def disk_cutoff(conn: sqlite3.Connection, stream_id: int, cutoff: int) -> int:
@@ -70,9 +76,17 @@ def drop_if_empty(conn: sqlite3.Connection, stream_id: int, stream_cache: dict) 
             or conn.execute("SELECT 1 FROM blocks WHERE stream_id = ? LIMIT 1",
                             (stream_id,)).fetchone():
         return False
+    row = conn.execute("SELECT tenant, labels FROM streams WHERE id = ?", (stream_id,)).fetchone()
+    if row is None:
+        return False
+    tenant, canonical = row
     conn.execute("DELETE FROM rollups WHERE stream_id = ?", (stream_id,))
-    conn.execute("DELETE FROM stream_labels WHERE stream_id = ?", (stream_id,))
+    # by the postings' own key: they are keyed by label, and a delete by stream id alone
+    # would read every posting of every stream
+    conn.executemany("DELETE FROM stream_labels WHERE tenant = ? AND name = ? AND value = ? "
+                     "AND stream_id = ?",
+                     [(tenant, name, value, stream_id)
+                      for name, value in parse_canonical(canonical).items()])
     conn.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
-    for key in [k for k, v in stream_cache.items() if v == stream_id]:
-        del stream_cache[key]
+    stream_cache.pop((tenant, canonical), None)
     return True
