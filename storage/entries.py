@@ -10,7 +10,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from storage import sealing
-from storage.streams import extend_stream_range, get_or_create_stream
+from storage.streams import extend_stream_ranges, stream_ids_for
 
 MINUTE_NS = 60 * 10**9
 
@@ -31,6 +31,7 @@ class AppendResult:
     inserted: int = 0
     duplicates: int = 0
     # (stream id, oldest timestamp offered) per stream: which windows the sealer must seal
+    # (a stream whose lines were all duplicates is named too: the sealer looks needlessly)
     firsts: list[tuple[int, int]] = field(default_factory=list)
     # (stream id, canonical labels, labels, rows actually offered) per stream: for live tail
     written: list[tuple[int, dict[str, str], list[tuple[int, int, str, str | None]]]] = \
@@ -62,37 +63,41 @@ def newest_head_id(conn: sqlite3.Connection) -> int:
 def append(conn: sqlite3.Connection, cache: dict, tenant: str,
            streams: list[PreparedStream]) -> AppendResult:
     result = AppendResult()
+    streams = [ps for ps in streams if ps.rows]
+    if not streams:
+        return result
     newest_before = newest_head_id(conn)
     sealed_max = sealing.sealed_max_id(conn)
     next_id = sealed_max + 1 if sealed_max > newest_before else None
-    for ps in streams:
-        if not ps.rows:
-            continue
-        sid = get_or_create_stream(conn, cache, tenant, ps.labels, ps.canonical, ps.first_ts)
+    sids, created = stream_ids_for(conn, cache, tenant, streams)
+    older = [sid for sid in sids if sid not in created]
+    horizons = sealing.sealed_horizons(conn, older) if older else {}
+    offered: list[tuple] = []
+    for sid, ps in zip(sids, streams):
         rows = ps.rows
-        horizon = sealing.sealed_horizon(conn, sid)
+        horizon = horizons.get(sid)
         if horizon is not None and min(r[0] for r in rows) <= horizon:
             # a line at or before the newest sealed one may be a repeat of a sealed line
             held = sealing.sealed_duplicates(conn, sid, [r for r in rows if r[0] <= horizon])
             if held:
-                older = [i for i, r in enumerate(rows) if r[0] <= horizon]
-                drop = {older[i] for i in held}
+                older_rows = [i for i, r in enumerate(rows) if r[0] <= horizon]
+                drop = {older_rows[i] for i in held}
                 rows = [r for i, r in enumerate(rows) if i not in drop]
-        before = conn.total_changes
         if next_id is None:
-            conn.executemany(INSERT_ENTRY, [(sid, ts, h, line, md) for ts, h, line, md in rows])
+            offered.extend((sid, ts, h, line, md) for ts, h, line, md in rows)
         else:
-            conn.executemany(INSERT_ENTRY_WITH_ID,
-                             [(next_id + i, sid, ts, h, line, md)
-                              for i, (ts, h, line, md) in enumerate(rows)])
+            offered.extend((next_id + i, sid, ts, h, line, md)
+                           for i, (ts, h, line, md) in enumerate(rows))
             next_id += len(rows)
-        inserted = conn.total_changes - before
-        extend_stream_range(conn, sid, ps.first_ts, ps.last_ts)
-        result.inserted += inserted
-        result.duplicates += len(ps.rows) - inserted
         result.written.append((sid, ps.labels, rows))
-        if inserted:
-            result.firsts.append((sid, ps.first_ts))
+        result.firsts.append((sid, ps.first_ts))
+    # one statement for every stream's rows: per stream, the calls cost more than the rows
+    before = conn.total_changes
+    conn.executemany(INSERT_ENTRY if next_id is None else INSERT_ENTRY_WITH_ID, offered)
+    result.inserted = conn.total_changes - before
+    result.duplicates = sum(len(ps.rows) for ps in streams) - result.inserted
+    extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)
+                                for sid, ps in zip(sids, streams) if sid not in created])
     if result.inserted:
         conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, newest_before))
     return result

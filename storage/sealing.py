@@ -185,11 +185,12 @@ def sealed_max_id(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT max_id FROM seal_state WHERE id = 1").fetchone()[0]
 
 
-def sealed_horizon(conn: sqlite3.Connection, stream_id: int) -> int | None:
-    """The newest timestamp any sealed block of the stream holds (None: nothing sealed)."""
-    row = conn.execute("SELECT max_ts FROM blocks WHERE stream_id = ? ORDER BY max_ts DESC "
-                       "LIMIT 1", (stream_id,)).fetchone()
-    return row[0] if row else None
+def sealed_horizons(conn: sqlite3.Connection, stream_ids: Sequence[int]) -> dict[int, int]:
+    """Stream id -> the newest timestamp its sealed blocks hold, for the streams that have
+    any (an index probe per stream, in one statement)."""
+    return dict(conn.execute(
+        "SELECT stream_id, max(max_ts) FROM blocks WHERE stream_id IN "
+        "(SELECT value FROM json_each(?)) GROUP BY stream_id", (json.dumps(list(stream_ids)),)))
 
 
 def sealed_duplicates(conn: sqlite3.Connection, stream_id: int,

@@ -8,6 +8,7 @@ label, never per stream or per line.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from typing import Iterable, Sequence
 
@@ -68,35 +69,50 @@ def fingerprint(canonical: str) -> int:
 
 # -- writer side ---------------------------------------------------------------------------
 
-def get_or_create_stream(conn: sqlite3.Connection, cache: dict, tenant: str,
-                         labels: dict[str, str], canonical: str, ts: int) -> int:
-    """Stream id for (tenant, labels); creates the stream and its postings on first sight.
+def stream_ids_for(conn: sqlite3.Connection, cache: dict, tenant: str,
+                   streams: Sequence) -> tuple[list[int], set[int]]:
+    """Stream ids for each prepared stream (`labels`, `canonical`, `first_ts`, `last_ts`),
+    and which of them this call created, with their postings and time range. A push of
+    hundreds of new streams costs a few statements, not several per stream.
 
-    `cache` belongs to the writer thread (the only creator of streams), so a hit needs no SQL.
-    """
-    key = (tenant, canonical)
-    sid = cache.get(key)
-    if sid is not None:
-        return sid
-    row = conn.execute("SELECT id FROM streams WHERE tenant = ? AND labels = ?",
-                       (tenant, canonical)).fetchone()
-    if row is not None:
-        sid = row[0]
-    else:
-        sid = conn.execute(
-            "INSERT INTO streams (tenant, labels, fingerprint, first_ts, last_ts) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (tenant, canonical, fingerprint(canonical), ts, ts)).lastrowid
-        conn.executemany(
-            "INSERT INTO stream_labels (tenant, name, value, stream_id) VALUES (?, ?, ?, ?)",
-            [(tenant, name, value, sid) for name, value in labels.items()])
-    cache[key] = sid
-    return sid
+    `cache` belongs to the writer thread (the only creator of streams), so a hit needs no
+    SQL; it learns the new ids only after every statement here has run, so a job that
+    fails leaves no id in it that its rollback removed."""
+    known = {ps.canonical: cache[(tenant, ps.canonical)] for ps in streams
+             if (tenant, ps.canonical) in cache}
+    missing = list({ps.canonical: ps for ps in streams if ps.canonical not in known}.values())
+    created: set[int] = set()
+    if missing:
+        found = dict(conn.execute(
+            "SELECT labels, id FROM streams WHERE tenant = ? AND labels IN "
+            "(SELECT value FROM json_each(?))",
+            (tenant, json.dumps([ps.canonical for ps in missing]))))
+        new = [ps for ps in missing if ps.canonical not in found]
+        if new:
+            rows = conn.execute(
+                "INSERT INTO streams (tenant, labels, fingerprint, first_ts, last_ts) "
+                "SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 "
+                "FROM json_each(?2) RETURNING labels, id",
+                (tenant, json.dumps([[ps.canonical, fingerprint(ps.canonical), ps.first_ts,
+                                      ps.last_ts] for ps in new]))).fetchall()
+            made = dict(rows)
+            conn.executemany(
+                "INSERT INTO stream_labels (tenant, name, value, stream_id) VALUES (?, ?, ?, ?)",
+                [(tenant, name, value, made[ps.canonical])
+                 for ps in new for name, value in ps.labels.items()])
+            found.update(made)
+            created.update(made.values())
+        known.update(found)
+        for ps in missing:
+            cache[(tenant, ps.canonical)] = known[ps.canonical]
+    return [known[ps.canonical] for ps in streams], created
 
 
-def extend_stream_range(conn: sqlite3.Connection, sid: int, first: int, last: int) -> None:
-    conn.execute("UPDATE streams SET first_ts = min(first_ts, ?), last_ts = max(last_ts, ?) "
-                 "WHERE id = ?", (first, last, sid))
+def extend_stream_ranges(conn: sqlite3.Connection,
+                         ranges: Sequence[tuple[int, int, int]]) -> None:
+    """(first, last, stream id) each: widen the streams' time ranges to include them."""
+    conn.executemany("UPDATE streams SET first_ts = min(first_ts, ?), "
+                     "last_ts = max(last_ts, ?) WHERE id = ?", ranges)
 
 
 # -- read side -----------------------------------------------------------------------------
