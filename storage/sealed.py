@@ -33,6 +33,8 @@ _FOLD_OUTSIDE_ASCII = frozenset("kKsS")
 # blocks this small are fetched PREFETCH_BLOCKS to a statement (SealedBlocks._prefetch)
 PREFETCH_MAX_ROWS = 1000
 PREFETCH_BLOCKS = 256
+# below this many rows a block's Bloom filter is not consulted (SealedBlocks._check)
+BLOOM_MIN_ROWS = 32
 
 
 @dataclass
@@ -321,6 +323,12 @@ class SealedBlocks:
     def _check(self, fresh: list[Summary]) -> None:
         if not self.filter:
             self._admitted.update((s.id, True) for s in fresh)
+            return
+        # a block of a few rows is searched as fast as its filter is read and probed
+        tiny = [s for s in fresh if s.rows < BLOOM_MIN_ROWS]
+        self._admitted.update((s.id, True) for s in tiny)
+        fresh = [s for s in fresh if s.rows >= BLOOM_MIN_ROWS]
+        if not fresh:
             return
         ids = json.dumps([s.id for s in fresh])
         blooms = dict(self.conn.execute(
