@@ -171,16 +171,19 @@ def profiled(pid: int, name: str, out: Path):
 
 
 def run_one(n: int, runs: int, churn: bool, only: list[str],
-            profile: str | None = None) -> dict:
-    work = Path(tempfile.mkdtemp(prefix="logstore-card-"))
+            profile: str | None = None, keep: Path | None = None) -> dict:
+    work = keep / f"{n}{'-churn' if churn else ''}" if keep else \
+        Path(tempfile.mkdtemp(prefix="logstore-card-"))
     data = work / "data"
-    data.mkdir()
+    reuse = (data / "logstore.db").exists()
+    data.mkdir(parents=True, exist_ok=True)
     port = free_port()
     proc = start_server(data, port, CONFIG)
     out: dict = {"streams": n, "reads": {}}
     try:
-        now = time.time_ns()
-        pushes = bodies(n, now, churn)
+        stamp = work / "pushed-at"
+        now = int(stamp.read_text()) if reuse and stamp.exists() else time.time_ns()
+        pushes = [] if reuse else bodies(n, now, churn)
         spy = None
         if profile == "push":
             spy = profiled(server_pid(proc), profile, Path(f"/tmp/card-{n}-push.txt"))
@@ -189,7 +192,8 @@ def run_one(n: int, runs: int, churn: bool, only: list[str],
             status, text = request(port, "POST", "/logstore/api/v1/push", body=body)
             if status != 204:
                 raise SystemExit(f"push failed: {status} {text[:200]!r}")
-        out["push_s"] = time.perf_counter() - t0
+        out["push_s"] = time.perf_counter() - t0 if pushes else float("nan")
+        stamp.write_text(str(now))
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait()
@@ -226,7 +230,8 @@ def run_one(n: int, runs: int, churn: bool, only: list[str],
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
     out["disk_mb"] = sum(f.stat().st_size for f in data.iterdir() if f.is_file()) / 1e6
-    shutil.rmtree(work, ignore_errors=True)
+    if keep is None:
+        shutil.rmtree(work, ignore_errors=True)
     return out
 
 
@@ -243,9 +248,11 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--profile", help="py-spy record the server during reads whose name "
                     "contains this (or 'push'), into /tmp/card-N-NAME.txt (collapsed stacks)")
+    ap.add_argument("--keep", type=Path, help="keep each data set under KEEP/N and read it "
+                    "again on the next run instead of pushing (for profiling)")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
-    results = [run_one(n, args.runs, args.churn, args.only, args.profile)
+    results = [run_one(n, args.runs, args.churn, args.only, args.profile, args.keep)
                for n in args.streams]
     names = list(results[0]["reads"])
     headers = ["read"] + [f"{r['streams']:,} streams" for r in results]

@@ -134,6 +134,8 @@ class Sealer:
 
     async def _seal_due(self, everything: bool, only: set[int] | None = None) -> int:
         look = None if everything or only is not None else self.pending.look()
+        if look is False:
+            return 0
         head = await self.db.read(sealing.scan_head, self.clock(), self.window_ns,
                                   self.grace_ns, self.max_rows, everything, look)
         groups = head.groups
@@ -246,12 +248,15 @@ class PendingHead:
             return interval
         return max(0.0, min(interval, (self.next_due_ns - self.clock()) / 1e9))
 
-    def look(self) -> list[int] | None:
-        """The streams the next look must cover (None: the whole head); starts the look."""
-        if self._whole_head_due(self.clock()) or not self.late:
+    def look(self) -> list[int] | None | bool:
+        """The streams the next look must cover (None: the whole head; False: nothing can be
+        due, no look at all); starts the look."""
+        if self._whole_head_due(self.clock()):
             self.known, self.rows_since, self.next_due_ns = False, 0, None
             self.late = set()
             return None
+        if not self.late:
+            return False  # a timer wake before anything is due: a look would find nothing
         streams, self.late = sorted(self.late), set()
         return streams
 

@@ -1,0 +1,63 @@
+"""When a push wakes the sealer (services.sealer.PendingHead): only when something may be
+due, so that thousands of streams do not cost a look at the whole head per push, and never
+later than the rule says (a closed window, a full group, a window that closes)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from services.sealer import PendingHead
+from storage.sealing import HeadScan
+
+MIN = 60 * 10**9
+
+
+def pushed(*firsts: tuple[int, int], inserted: int = 1) -> SimpleNamespace:
+    return SimpleNamespace(inserted=inserted, firsts=list(firsts))
+
+
+def known_head(now: list[int], largest_open: int = 0, next_due: int | None = None):
+    pending = PendingHead(window_ns=10 * MIN, grace_ns=MIN, max_rows=100,
+                          clock=lambda: now[0])
+    assert pending.look() is None  # nothing known yet: the first look covers the head
+    pending.looked(HeadScan([], next_due, largest_open), None, complete=True)
+    return pending
+
+
+def test_until_a_whole_look_completes_every_push_wakes_the_sealer():
+    now = [100 * MIN]
+    pending = PendingHead(window_ns=10 * MIN, grace_ns=MIN, max_rows=100, clock=lambda: now[0])
+    assert pending.pushed(pushed((1, now[0]))) is True
+    assert pending.look() is None
+    pending.looked(HeadScan([], None, 0), None, complete=False)  # rows left behind
+    assert pending.pushed(pushed((1, now[0]))) is True
+
+
+def test_a_push_into_the_open_window_does_not_wake_but_sets_the_timer():
+    now = [100 * MIN + 30 * 10**9]
+    pending = known_head(now)
+    assert pending.pushed(pushed((7, now[0]))) is False
+    assert pending.look() is False  # a timer wake now would find nothing
+    # the window [100, 110) min closes at 110 min, due after the 1 min grace
+    assert pending.timeout(3600.0) == (111 * MIN - now[0]) / 1e9
+    assert pending.timeout(60.0) == 60.0
+    now[0] = 111 * MIN
+    assert pending.pushed(pushed((7, now[0]))) is True
+    assert pending.look() is None  # that window is due: a look at the whole head
+
+
+def test_a_push_into_a_closed_window_wakes_a_look_at_that_stream_only():
+    now = [100 * MIN]
+    pending = known_head(now)
+    assert pending.pushed(pushed((3, 50 * MIN), (4, now[0]))) is True
+    assert pending.look() == [3]
+    pending.looked(HeadScan([], 111 * MIN, 5), [3], complete=True)
+    assert pending.pushed(pushed((4, now[0]))) is False
+
+
+def test_rows_that_could_fill_the_largest_open_group_wake_a_whole_look():
+    now = [100 * MIN]
+    pending = known_head(now, largest_open=90, next_due=200 * MIN)
+    assert pending.pushed(pushed((1, now[0]), inserted=9)) is False
+    assert pending.pushed(pushed((2, now[0]), inserted=1)) is True
+    assert pending.look() is None
