@@ -62,6 +62,9 @@ class Decoded:
             columns = conn.execute("SELECT keys, lengths, metadata, lines FROM blocks "
                                    "WHERE id = ?", (s.id,)).fetchone()
         self._keys, self._lengths, self._metadata, self._lines = columns
+        # a block fetched by its keys alone (to find which of its rows a window takes)
+        # gets the other columns only if it has rows there (SealedBlocks._rows_of)
+        self.complete = self._lines is not None
         self._raw: bytes | None = None
         self._text: str | None = None
         self._ts: list[int] | None = None
@@ -69,6 +72,10 @@ class Decoded:
         self._offsets: list[int] | None = None
         self._md: list[str | None] | None = None
         self.lower: bytes | None = None   # raw with ASCII letters lower-cased
+
+    def fill(self, lengths: bytes, metadata: bytes, lines: bytes) -> None:
+        self._lengths, self._metadata, self._lines = lengths, metadata, lines
+        self.complete = True
 
     @property
     def raw(self) -> bytes:
@@ -370,16 +377,27 @@ class SealedBlocks:
                 if s.max_ts >= lo]
 
     def _prefetch(self, blocks: list[Summary]) -> None:
-        """Fetch the columns of small blocks not decoded yet, many to a statement: with
-        thousands of streams, a statement per block of a few rows was most of a scan.
-        Large blocks are still read one at a time, when their turn comes."""
+        """Fetch the timestamps of small blocks not decoded yet, many to a statement: with
+        thousands of streams, a statement per block of a few rows was most of a scan, and
+        most blocks a window reaches hold no row of it. Large blocks are still read whole,
+        one at a time, when their turn comes."""
         small = [s for s in blocks if s.rows <= PREFETCH_MAX_ROWS and s.id not in self._cache]
         for i in range(0, len(small) if len(small) > 1 else 0, PREFETCH_BLOCKS):
             by_id = {s.id: s for s in small[i:i + PREFETCH_BLOCKS]}
-            for bid, *columns in self.conn.execute(
-                    "SELECT id, keys, lengths, metadata, lines FROM blocks "
+            for bid, keys in self.conn.execute(
+                    "SELECT id, keys FROM blocks WHERE id IN (SELECT value FROM json_each(?))",
+                    (_ids(by_id),)):
+                self._cache[bid] = Decoded(None, by_id[bid], (keys, None, None, None))
+
+    def _complete(self, decoded: list[Decoded]) -> None:
+        """The other columns of the blocks fetched by their keys, many to a statement."""
+        partial = [d for d in decoded if not d.complete]
+        for i in range(0, len(partial), PREFETCH_BLOCKS):
+            by_id = {d.summary.id: d for d in partial[i:i + PREFETCH_BLOCKS]}
+            for bid, lengths, metadata, lines in self.conn.execute(
+                    "SELECT id, lengths, metadata, lines FROM blocks "
                     "WHERE id IN (SELECT value FROM json_each(?))", (_ids(by_id),)):
-                self._cache[bid] = Decoded(None, by_id[bid], tuple(columns))
+                by_id[bid].fill(lengths, metadata, lines)
 
     def rows(self, lo: int, hi: int, stream_id: int | None = None) -> list[Row]:
         """Rows with lo <= ts < hi (of one stream, if given) that pass the conditions, in
@@ -409,6 +427,7 @@ class SealedBlocks:
             self._check(fresh)
         reached = [s for s in reached if self._admitted[s.id]]
         self._prefetch(reached)
+        taken: list[tuple[Decoded, int, int]] = []
         for s in reached:
             d = self._cache.get(s.id)
             if d is None:
@@ -419,9 +438,11 @@ class SealedBlocks:
                 touched.add(s.id)
                 self._cache[s.id] = d
             a, b = d.span(lo, hi)
-            if a >= b:
-                continue
-            sid = s.stream_id
+            if a < b:
+                taken.append((d, a, b))
+        self._complete([d for d, _, _ in taken])
+        for d, a, b in taken:
+            sid = d.summary.stream_id
             if needles:
                 hits = d.lines_containing(needles, a, b)
                 if hits:
