@@ -68,6 +68,34 @@ def pytest_generate_tests(metafunc) -> None:
         metafunc.parametrize("storage_state", states, indirect=True, scope="module")
 
 
+# What the suite needs from the machine. Outside CI a missing one skips the tests that need it
+# (a clone elsewhere); under CI=true it fails the run at its start, so a daemon or the corpus
+# cannot silently vanish from CI and leave it green.
+NEEDS = {
+    "prometheus-alertmanager": "apt-get install -y prometheus-alertmanager",
+    "prometheus": "apt-get install -y prometheus",
+    "make": "apt-get install -y make",
+}
+
+
+def missing_needs() -> list[str]:
+    import shutil
+
+    out = [f"{exe} (not on PATH: {how})" for exe, how in NEEDS.items() if not shutil.which(exe)]
+    if not LOGHUB.is_dir():
+        out.append(f"the loghub corpus ({LOGHUB}: ../shared beside the checkout)")
+    return out
+
+
+def pytest_sessionstart(session) -> None:
+    if os.environ.get("CI", "").lower() not in ("true", "1"):
+        return
+    missing = missing_needs()
+    if missing:
+        pytest.exit("CI=true but the tests need what this machine lacks:\n  "
+                    + "\n  ".join(missing), returncode=3)
+
+
 @pytest.fixture(scope="module")
 def storage_state(request) -> str | None:
     """The storage state the test's data is read in (None outside the matrix)."""
