@@ -48,7 +48,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "tests/test_index_volume.py": HEAD_SEALED,
     "tests/test_patterns.py": HEAD_SEALED,
     "tests/test_drilldown.py": HEAD_SEALED,
-    "tests/test_read_paths_deletion.py": ("head", "sealed"),
+    "tests/test_read_paths_deletion.py": ALL,
 }
 
 
