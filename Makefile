@@ -17,14 +17,10 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/logstore serve
 
-# then the tests that read logs again, with the sealer moving every line into small blocks
-# while they push and query (tests/conftest.py, EAGER_SEALING): answers must not change
-SEALED_TESTS := tests/query tests/metrics tests/logql tests/pipeline tests/tail tests/legacy \
-	tests/multitenant tests/storage tests/otlp tests/test_loki_paths.py tests/test_metadata_api.py
-
+# one run: the read tests run once per storage state they are in (head, sealed, split; the
+# storage matrix of tests/conftest.py and tests/storage_matrix.py)
 test: $(STAMP)
 	$(BIN)/python -m pytest
-	LOGSTORE_TEST_SEALING=eager $(BIN)/python -m pytest $(SEALED_TESTS)
 
 # one file that runs the service: python dist/logstore.pyz serve
 dist: $(STAMP)

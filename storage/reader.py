@@ -207,20 +207,26 @@ class LogReader:
 
     def hidden_lines(self, stream_ids: Sequence[int], start: int,
                      end: int) -> Iterator[tuple[int, int, str]]:
-        """(stream, ts, line) of the lines in [start, end] that pending delete requests hide
-        (what counts kept elsewhere, the patterns', must take out)."""
+        """(stream, ts, line) of the lines in [start, end] that pending delete requests or
+        retention hide (what counts kept elsewhere, the patterns', must take out: expired
+        lines stay in their counts until the compactor's sweep removes them)."""
         for sid in stream_ids:
-            found = self.deletes.get(sid)
-            if not found:
+            found = self.deletes.get(sid) or []
+            cut = self.cutoffs.get(sid)
+            spans = [(a, b) for a, b, _ in found]
+            if cut is not None and cut > start:
+                spans.append((start, cut - 1))  # older than the stream's retention cutoff
+            if not spans:
                 continue
-            lo, hi = max(start, min(f[0] for f in found)), min(end, max(f[1] for f in found))
+            lo, hi = max(start, min(a for a, _ in spans)), min(end, max(b for _, b in spans))
             if lo > hi:
                 continue
             blocks = sealed.SealedBlocks(self.conn, [sid], lo, hi + 1)
             for rows in scan.scan_by_stream(self.conn, [sid], lo, hi + 1,
                                             deadline=self.deadline, sealed=blocks):
                 for _, _, ts, line, _ in rows:
-                    if any(a <= ts <= b and pick(line) for a, b, pick in found):
+                    if (cut is not None and ts < cut) or any(
+                            a <= ts <= b and pick(line) for a, b, pick in found):
                         yield sid, ts, line
 
     def segments(self, stream_ids: Sequence[int], start: int, end: int) -> int:

@@ -65,3 +65,17 @@ def seal(conn: sqlite3.Connection, *, max_rows: int = 100_000, window_ns: int = 
 
 def db_path(client) -> str:
     return client.app.state.ctx.db.path
+
+
+def synthetic_lines(n: int, seed: int = 1) -> list[str]:
+    """`n` distinct syslog-like lines, made here so that a test needing only volume (the
+    crash tests) never depends on the loghub corpus; about a third mention `kernel`."""
+    import random
+
+    rnd = random.Random(seed)
+    sources = ["kernel", "sshd", "crond", "postfix/smtpd", "ntpd", "dhclient"]
+    words = ["connection", "reset", "timeout", "accepted", "session", "opened", "closed",
+             "error", "warning", "page", "allocation", "failure", "interrupt", "device"]
+    return [f"host{rnd.randint(1, 40)} {rnd.choice(sources)}[{rnd.randint(100, 99999)}]: "
+            f"{' '.join(rnd.choice(words) for _ in range(rnd.randint(3, 9)))} #{i}"
+            for i in range(n)]

@@ -100,7 +100,16 @@ def test_limits_per_tenant_from_the_runtime_file(make_client, clock, tmp_path):
     c = make_client({"auth_enabled": True, "runtime_config": {"file": str(runtime)}},
                     data_dir=tmp_path / "d")
     assert push(c, body({"a": 1, "b": 1}), tenant="big").status_code == 204
-    assert push(c, body({"a": 1, "b": 1}), tenant="small").status_code == 429
+    r = push(c, body({"a": 1, "b": 1}), tenant="small")
+    assert (r.status_code, r.text) == (429, (
+        'maximum active stream limit exceeded when trying to create stream {app="b", '
+        'service_name="b"}, reduce the number of active streams (reduce labels or reduce '
+        "label values), or contact your Loki administrator to see if the limit can be "
+        "increased, user: 'small'\n"))
+    # as Loki: the stream within the limit is stored, the one past it is not; the big
+    # tenant kept both
+    assert [count(c, app, tenant) for tenant in ("big", "small") for app in "ab"] == [
+        1, 1, 1, 0]
 
 
 def test_off_by_default(make_client, tmp_path):

@@ -105,6 +105,7 @@ def test_a_pattern_as_a_filter_returns_the_lines_it_claims(make_client, values):
         assert int(r.json()["data"]["result"][0]["value"][1]) == count, pattern
 
 
+@pytest.mark.seals_itself
 def test_patterns_survive_a_restart_and_keep_learning(make_client, tmp_path, values):
     data_dir = tmp_path / "kept"
     c = make_client(CONFIG, data_dir=data_dir)
@@ -159,6 +160,7 @@ def test_deleted_lines_leave_the_counts_at_once_and_after_compaction(make_client
     assert totals(patterns(c, values)) == after
 
 
+@pytest.mark.seals_itself
 def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values):
     """The sealer waits for the miner; pushes arriving without pause must not keep it
     waiting: what was pushed before the round is mined and sealed, the rest waits."""

@@ -9,21 +9,18 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def module_client(tmp_path_factory):
+def module_client(tmp_path_factory, storage_state):
     """One app over one database for a whole test module (data written once, queried many
     times); returns a function `(rows) -> client` that pushes the rows on first use."""
-    import config as config_module
-    from app import create_app
-    from litestar.testing import TestClient
     from metrics_helpers import PLAIN, push
+    from tests.conftest import matrix_client
 
     opened = []
 
     def factory(rows, extra=None):
-        data = {"common": {"path_prefix": str(tmp_path_factory.mktemp("metrics"))}}
-        for section, values in (extra or PLAIN).items():
-            data.setdefault(section, {}).update(values)
-        client = TestClient(create_app(config_module.config_from_dict(data)))
+        # through tests/conftest.py's make_config, so the storage state's settings apply
+        client = matrix_client(tmp_path_factory.mktemp("metrics") / "data",
+                               extra or PLAIN, storage_state)
         client.__enter__()
         opened.append(client)
         if rows:

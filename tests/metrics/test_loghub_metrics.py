@@ -7,10 +7,7 @@ import json
 from collections import defaultdict
 
 import pytest
-from litestar.testing import TestClient
-
-from app import create_app
-from tests.conftest import make_config
+from tests.conftest import matrix_client
 from tests.helpers import JSON_HEADERS, PUSH
 from tests.query.conftest import OLD_DATA, read_system
 
@@ -20,10 +17,10 @@ NS = 10**9
 
 
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory):
+def logs(tmp_path_factory, storage_state):
     data_dir = tmp_path_factory.mktemp("loghub-metrics") / "data"
     systems = {name: read_system(name) for name in ("OpenSSH", "Apache")}
-    with TestClient(create_app(make_config(data_dir, OLD_DATA))) as client:
+    with matrix_client(data_dir, OLD_DATA, storage_state) as client:
         for name, s in systems.items():
             body = {"streams": [{"stream": {"job": name.lower()},
                                  "values": [[str(t), line] for t, line in zip(s.ts, s.lines)]}]}

@@ -17,15 +17,12 @@ S = 10**9
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory):
-    from litestar.testing import TestClient
-
-    from app import create_app
-    from tests.conftest import make_config
-    cfg = make_config(tmp_path_factory.mktemp("prune") / "data",
-                      {"limits_config": {"reject_old_samples": False}})
+def loaded(tmp_path_factory, storage_state):
+    from tests.conftest import matrix_client
     rnd = random.Random(7)
-    with TestClient(create_app(cfg)) as client:
+    with matrix_client(tmp_path_factory.mktemp("prune") / "data",
+                       {"limits_config": {"reject_old_samples": False}},
+                       storage_state) as client:
         for stream in ({"app": "a"}, {"app": "a", "host": "stream-host"}, {"app": "b"}):
             values = []
             for i in range(400):

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 import pytest
 from litestar.testing import TestClient
 
-from tests.conftest import loghub_file, make_config
+from tests.conftest import loghub_file, matrix_client
 from tests.helpers import JSON_HEADERS, PUSH
 
-from app import create_app
 
 QUERY_RANGE = "/logstore/api/v1/query_range"
 QUERY = "/logstore/api/v1/query"
@@ -85,9 +84,9 @@ def push(client: TestClient, labels: dict, values: list) -> None:
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory) -> Loaded:
+def loaded(tmp_path_factory, storage_state) -> Loaded:
     data_dir = tmp_path_factory.mktemp("query") / "data"
-    with TestClient(create_app(make_config(data_dir, OLD_DATA))) as client:
+    with matrix_client(data_dir, OLD_DATA, storage_state) as client:
         out = Loaded(client)
         for name in TIMESTAMPS:
             s = read_system(name)

@@ -11,20 +11,18 @@ S = 10**9
 
 
 @pytest.fixture(scope="module")
-def conn(tmp_path_factory):
-    from litestar.testing import TestClient
-
-    from app import create_app
+def conn(tmp_path_factory, storage_state):
     from storage.db import connect
-    from tests.conftest import make_config
+    from tests.conftest import matrix_client
 
-    with TestClient(create_app(make_config(tmp_path_factory.mktemp("api") / "data",
-                                           OLD_DATA))) as c:
+    with matrix_client(tmp_path_factory.mktemp("api") / "data", OLD_DATA,
+                       storage_state) as c:
         push(c, {"app": "a"}, [[str(T + 3 * S), "took=3s size=1KB"],
                                [str(T + 1 * S), "took=1s size=2KB"],
                                [str(T + 5 * S), "took=oops size=4KB"]])
         push(c, {"app": "b"}, [[str(T + 2 * S), "took=250ms"], [str(T + 4 * S), "nothing"]])
         path = c.app.state.ctx.db.path
+        c.settler.settle()  # the engine reads on a connection of its own: settle here
     conn = connect(path, readonly=True)
     yield conn
     conn.close()

@@ -1,0 +1,183 @@
+"""The storage matrix: the states a user's data can be in when it is read, and the one
+fixture-side mechanism that puts it there.
+
+    head    every line still in the head (the sealer is off, nothing seals)
+    sealed  every line in sealed blocks of at most 50 rows (many blocks per stream, so the
+            readers' merging across blocks is exercised), the head empty
+    split   the older half of the lines (by timestamp, then id) sealed, the newer half in the
+            head: the usual state of a running server, and the one where a reader must merge
+            blocks with the head
+
+Only the settler seals (the background sealer is disabled in every state), so the state a
+test reads is exactly the promised one, and the settler asserts it (blocks non-empty, head
+empty, or both) before the read goes out. A second storage backend plugs in here: a new
+state name, its config and its settle step.
+
+Which test directories run in which states is decided in tests/conftest.py (MATRIX).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+from litestar.testing import TestClient
+
+STATES = ("head", "sealed", "split")
+BLOCK_ROWS = 50
+
+
+def storage_config(state: str | None) -> dict[str, Any]:
+    """The `storage` settings a state runs with (none outside the matrix)."""
+    if state is None:
+        return {}
+    cfg: dict[str, Any] = {"sealing_enabled": False}
+    if state != "head":
+        cfg.update({"block_window": "1m", "block_max_rows": BLOCK_ROWS})
+    return cfg
+
+
+def is_write(path: str) -> bool:
+    """Requests that add lines (every push route and OTLP): the settler runs before the next
+    request that is not one of these."""
+    return "push" in path or path.endswith("/v1/logs")
+
+
+def counts(db_path: str | Path) -> tuple[int, int]:
+    """(head rows, sealed rows) as one snapshot."""
+    conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        head = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+        sealed = conn.execute("SELECT coalesce(sum(rows), 0) FROM blocks").fetchone()[0]
+        conn.execute("COMMIT")
+        return head, sealed
+    finally:
+        conn.close()
+
+
+def seal_older_half(db_path: str | Path, max_id: int | None = None) -> int:
+    """Seal the older half of the head (by ts, then id; only ids <= max_id when the pattern
+    miner holds newer rows back) into blocks of BLOCK_ROWS, on a connection of our own,
+    one transaction per block as the sealer does. Returns the rows sealed."""
+    from storage import blocks, sealing
+
+    conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
+    try:
+        order = conn.execute("SELECT id FROM entries ORDER BY ts, id").fetchall()
+        older = {r[0] for r in order[: len(order) // 2]}
+        if max_id is not None:
+            older = {i for i in older if i <= max_id}
+        per_stream: dict[int, list[tuple]] = {}
+        for row in conn.execute("SELECT stream_id, id, ts, line, metadata FROM entries "
+                                "ORDER BY stream_id, ts, id"):
+            if row[1] in older:
+                per_stream.setdefault(row[0], []).append(row[1:])
+        sealed = 0
+        for sid, rows in per_stream.items():
+            for i in range(0, len(rows), BLOCK_ROWS):
+                chunk = rows[i:i + BLOCK_ROWS]
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    sealing.store_block(conn, sid, blocks.encode(chunk), [r[0] for r in chunk])
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                sealed += len(chunk)
+        return sealed
+    finally:
+        conn.close()
+
+
+class StateError(AssertionError):
+    pass
+
+
+def check_state(state: str, head: int, sealed: int) -> None:
+    """The promise of each state, given that something is stored."""
+    if state == "head":
+        ok = sealed == 0 and head > 0
+    elif state == "sealed":
+        ok = head == 0 and sealed > 0
+    else:  # split: both non-empty, unless a single line is all there is
+        ok = (head > 0 and sealed > 0) if head + sealed >= 2 else head + sealed == 1
+    if not ok:
+        raise StateError(f"storage state {state!r} promised, found {head} head rows and "
+                         f"{sealed} sealed rows")
+
+
+class Settler:
+    """Puts one database into the promised state before a read that follows a write."""
+
+    def __init__(self, state: str | None, db_path: Callable[[], str | Path],
+                 flush: Callable[[], None], gate: Callable[[], int | None] = lambda: None):
+        self.state = state
+        self.db_path = db_path
+        self.flush = flush
+        self.gate = gate
+        self.dirty = False
+        self.settled = 0   # how often it acted: tests of the matrix itself read this
+
+    def settle(self) -> None:
+        if self.state is None or not self.dirty:
+            return
+        self.dirty = False
+        path = self.db_path()
+        head, sealed = counts(path)
+        if head + sealed == 0:
+            return
+        if self.state == "sealed" and head:
+            self.flush()
+        elif self.state == "split" and head >= 2 and not sealed:
+            seal_older_half(path, self.gate())
+        head, sealed = counts(path)
+        check_state(self.state, head, sealed)
+        self.settled += 1
+
+
+class MatrixClient(TestClient):
+    """A TestClient whose reads find the data in the state of `settler`: every request
+    that is not a push settles first (the websocket tail included)."""
+
+    settler: Settler
+
+    def request(self, method: str, url: Any, *args: Any, **kwargs: Any) -> httpx.Response:
+        path = httpx.URL(str(url)).path
+        if is_write(path):
+            try:
+                return super().request(method, url, *args, **kwargs)
+            finally:
+                self.settler.dirty = True
+        self.settler.settle()
+        return super().request(method, url, *args, **kwargs)
+
+    def websocket_connect(self, url: str, *args: Any, **kwargs: Any):
+        self.settler.settle()
+        return super().websocket_connect(url, *args, **kwargs)
+
+
+def _admin_headers(app: Any) -> dict[str, str]:
+    token = app.state.ctx.config.server.admin_token
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def open_client(app: Any, state: str | None) -> MatrixClient:
+    """A MatrixClient over `app`, to be entered (`with`) by the caller."""
+    client = MatrixClient(app)
+
+    def flush() -> None:
+        # the service's own /flush: the sealer (and the pattern miner's gate before it)
+        r = TestClient.request(client, "POST", "/flush", headers=_admin_headers(app))
+        assert r.status_code == 204, r.text
+
+    def gate() -> int | None:
+        sealer = app.state.ctx.extras.get("sealer")
+        if sealer is None or sealer.gate is None:
+            return None
+        return client.blocking_portal.call(sealer.gate)
+
+    client.settler = Settler(state, lambda: app.state.ctx.db.path, flush, gate)
+    return client
