@@ -155,8 +155,14 @@ class Ruler:
             except Exception:  # noqa: BLE001 - a broken group must not end the loop
                 log.exception("evaluating rule group %s/%s failed", run.namespace,
                               run.group.name)
-            ts, skipped = next_tick(ts, self.clock(), interval)
-            run.missed += skipped
+            ts = self.next_evaluation(run, ts)
+
+    def next_evaluation(self, run: GroupRun, ts: int) -> int:
+        """When the group runs next after an evaluation at `ts` ended now; the ticks it
+        overran are counted as missed iterations, as Prometheus counts them."""
+        nxt, skipped = next_tick(ts, self.clock(), run.interval)
+        run.missed += skipped
+        return nxt
 
     # -- evaluation --------------------------------------------------------------------------------
     async def evaluate(self, run: GroupRun, ts: int) -> None:

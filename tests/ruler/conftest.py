@@ -97,20 +97,25 @@ def prometheus(tmp_path):
 
 
 class Receiver:
-    """Records every request; answers `status` after `delay` seconds."""
+    """Records every request; answers `status`. While `hold()` is in force it takes each
+    request and answers nothing until `release()`: a hanging Alertmanager, for as long as the
+    test needs it and no longer (no delay to outlast)."""
 
     def __init__(self):
         self.requests: list[tuple[str, dict, bytes]] = []
         self.status = 200
-        self.delay = 0.0
+        self._held: threading.Event | None = None
+        self.holding = threading.Semaphore(0)  # one release per request taken and held
         self.arrived = threading.Condition()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if owner.delay:
-                    time.sleep(owner.delay)  # a slow receiver is the point of the test
+                held = owner._held
+                if held is not None:
+                    owner.holding.release()
+                    held.wait(60)
                 with owner.arrived:
                     owner.requests.append((self.path, dict(self.headers), body))
                     owner.arrived.notify_all()
@@ -123,6 +128,14 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def hold(self) -> None:
+        self._held = threading.Event()
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.set()
 
     @property
     def url(self) -> str:
@@ -144,6 +157,7 @@ class Receiver:
         return out
 
     def close(self) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()
 

@@ -235,7 +235,7 @@ def test_a_failing_alertmanager_is_retried_and_counted(make_client, receiver):
 
 
 def test_a_hanging_alertmanager_blocks_neither_rules_nor_pushes(make_client, receiver):
-    receiver.delay = 3.0
+    receiver.hold()  # takes every request and answers none until released
     c = make_client(_config(receiver.url, notification_timeout="200ms",
                             notification_queue_capacity=2))
     body = ("name: g\nrules:\n  - alert: Many\n    expr: sum by (n) (count_over_time("
@@ -243,12 +243,15 @@ def test_a_hanging_alertmanager_blocks_neither_rules_nor_pushes(make_client, rec
     ruler, run = setup_group(c, body)
     push_errors(c, T0 + 10 * S, 7)
     evaluate(c, ruler, run, T0 + 60 * S)   # seven alerts into a queue of two
+    # the state the test names: a request reached the receiver and hangs there
+    assert receiver.holding.acquire(timeout=20)
     push_errors(c, T0 + 61 * S, 1)
-    # both done while the receiver still holds the first request
+    # both done while the receiver still holds the first request unanswered
     assert receiver.requests == []
     assert len(alerts(c)) == 7
     assert ruler.notifier.dropped == 5
     assert "logstore_ruler_notifications_dropped_total 5.0" in c.get("/metrics").text
+    receiver.release()
 
 
 def test_end_to_end_with_alertmanager(make_client, alertmanager, tmp_path):
@@ -316,9 +319,13 @@ def test_a_group_that_overruns_skips_beats(ts, now, want):
     assert next_tick(ts * S, now * S, 60 * S) == (want[0] * S, want[1])
 
 
-def test_missed_iterations_are_counted(client):
+def test_missed_iterations_are_counted(client, monkeypatch):
     ruler, run = setup_group(client)
-    run.missed = 2
+    ts = T0 + 60 * S
+    evaluate(client, ruler, run, ts)
+    # the evaluation ended 2.5 intervals after it began: the next two ticks were overrun
+    monkeypatch.setattr(ruler, "clock", lambda: ts + run.interval * 5 // 2)
+    assert ruler.next_evaluation(run, ts) == ts + 3 * run.interval
     metrics = client.get("/metrics").text
     assert ('logstore_ruler_group_iterations_missed_total{rule_group="shop;checkout",'
             'tenant="fake"} 2.0') in metrics

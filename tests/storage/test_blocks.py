@@ -27,7 +27,7 @@ def rows_of(lines: list[str], metadata=None) -> list[tuple[int, int, str, str | 
 
 
 @given(lines_st, st.booleans())
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_encode_decode_round_trip(lines, with_metadata):
     md = (lambda i: None if i % 3 == 0 else json.dumps({"k": str(i)}, separators=(",", ":"))) \
         if with_metadata else None
@@ -53,7 +53,7 @@ def test_nul_newline_and_non_ascii_survive():
 
 
 @given(lines_st, st.data())
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_bloom_admits_every_substring_of_every_line(lines, data):
     b = B.encode(rows_of(lines))
     line = data.draw(st.sampled_from(lines))
