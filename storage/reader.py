@@ -37,8 +37,10 @@ from storage.sealed import Needle
 from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
 
 MINUTE_NS = rollups.MINUTE_NS
-# a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER
-_LO, _HI = TS_MIN, TS_MAX
+# a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the
+# low end is one below the earliest timestamp, as windows are left-open and (TS_MIN - 1, x]
+# still holds a line at TS_MIN
+_LO, _HI = TS_MIN - 1, TS_MAX
 
 
 def _clamp(x: int) -> int:
