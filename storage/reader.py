@@ -124,7 +124,10 @@ class LogReader:
         overlapping [start, end]; ids ascending."""
         ids = select_stream_ids(self.conn, tenant, matchers, _clamp(start), _clamp(end))
         raw = stream_label_sets(self.conn, ids, tenant)
-        out = {sid: dict(sorted(raw[sid].items())) for sid in ids}
+        # a stream's labels come sorted by name (its canonical text is); only the
+        # `__tenant_id__` a multi-tenant read adds lands out of place
+        out = raw if isinstance(tenant, str) else \
+            {sid: dict(sorted(raw[sid].items())) for sid in ids}
         for sid, labels in out.items():
             own = tenant if isinstance(tenant, str) else labels.get("__tenant_id__", "")
             if self.cutoff_of is not None:

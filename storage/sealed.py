@@ -172,6 +172,16 @@ def _ids(stream_ids: Sequence[int]) -> str:
     return json.dumps(list(stream_ids))
 
 
+def _block_columns(conn: sqlite3.Connection, block_ids: Sequence[int],
+                   columns: str) -> Iterator[tuple]:
+    """(id, *columns) of the blocks, PREFETCH_BLOCKS ids to a statement: thousands of
+    streams make thousands of small blocks, and a statement each cost more than decoding."""
+    for i in range(0, len(block_ids), PREFETCH_BLOCKS):
+        yield from conn.execute(f"SELECT id, {columns} FROM blocks WHERE id IN "
+                                "(SELECT value FROM json_each(?))",
+                                (_ids(block_ids[i:i + PREFETCH_BLOCKS]),))
+
+
 _SUMMARY_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, aligned, md_names{bloom} "
                 "FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
                 "AND max_ts >= ? AND min_ts < ?{aligned}")
@@ -203,19 +213,14 @@ class Counts:
 
 def iter_counts(conn: sqlite3.Connection, found: Sequence[Summary],
                 metadata: bool = True) -> Iterator[tuple[Summary, Counts]]:
-    """(summary, counts) of each block, PREFETCH_BLOCKS blocks to a statement: thousands of
-    streams make thousands of small blocks, and a statement each cost more than decoding."""
+    """(summary, counts) of each block, in no particular order, read many to a statement."""
+    by_id = {s.id: s for s in found}
     cols = "keys, lengths, metadata" if metadata else "keys, lengths"
-    for i in range(0, len(found), PREFETCH_BLOCKS):
-        chunk = {s.id: s for s in found[i:i + PREFETCH_BLOCKS]}
-        rows = {r[0]: r[1:] for r in conn.execute(
-            f"SELECT id, {cols} FROM blocks WHERE id IN (SELECT value FROM json_each(?))",
-            (_ids(chunk),))}
-        for bid, s in chunk.items():
-            row = rows[bid]
-            ts, offsets = B.decode_ts_offsets(row[0], row[1], s.rows)
-            md = B.decode_metadata(row[2], s.rows) if metadata and row[2] else None
-            yield s, Counts(ts, offsets, md)
+    for bid, keys, lengths, *md in _block_columns(conn, list(by_id), cols):
+        s = by_id[bid]
+        ts, offsets = B.decode_ts_offsets(keys, lengths, s.rows)
+        yield s, Counts(ts, offsets, B.decode_metadata(md[0], s.rows)
+                        if metadata and md[0] else None)
 
 
 # -- which blocks a scan may skip -----------------------------------------------------------
@@ -337,9 +342,7 @@ class SealedBlocks:
         fresh = [s for s in fresh if s.rows >= BLOOM_MIN_ROWS]
         if not fresh:
             return
-        ids = json.dumps([s.id for s in fresh])
-        blooms = dict(self.conn.execute(
-            "SELECT id, bloom FROM blocks WHERE id IN (SELECT value FROM json_each(?))", (ids,)))
+        blooms = dict(_block_columns(self.conn, [s.id for s in fresh], "bloom"))
         for s in fresh:
             self._admitted[s.id] = self.filter.admits(s, blooms.get(s.id, b""))
 
@@ -381,23 +384,19 @@ class SealedBlocks:
         thousands of streams, a statement per block of a few rows was most of a scan, and
         most blocks a window reaches hold no row of it. Large blocks are still read whole,
         one at a time, when their turn comes."""
-        small = [s for s in blocks if s.rows <= PREFETCH_MAX_ROWS and s.id not in self._cache]
-        for i in range(0, len(small) if len(small) > 1 else 0, PREFETCH_BLOCKS):
-            by_id = {s.id: s for s in small[i:i + PREFETCH_BLOCKS]}
-            for bid, keys in self.conn.execute(
-                    "SELECT id, keys FROM blocks WHERE id IN (SELECT value FROM json_each(?))",
-                    (_ids(by_id),)):
-                self._cache[bid] = Decoded(None, by_id[bid], (keys, None, None, None))
+        small = {s.id: s for s in blocks
+                 if s.rows <= PREFETCH_MAX_ROWS and s.id not in self._cache}
+        if len(small) < 2:
+            return  # one block is read whole, in one statement, when its turn comes
+        for bid, keys in _block_columns(self.conn, list(small), "keys"):
+            self._cache[bid] = Decoded(None, small[bid], (keys, None, None, None))
 
     def _complete(self, decoded: list[Decoded]) -> None:
         """The other columns of the blocks fetched by their keys, many to a statement."""
-        partial = [d for d in decoded if not d.complete]
-        for i in range(0, len(partial), PREFETCH_BLOCKS):
-            by_id = {d.summary.id: d for d in partial[i:i + PREFETCH_BLOCKS]}
-            for bid, lengths, metadata, lines in self.conn.execute(
-                    "SELECT id, lengths, metadata, lines FROM blocks "
-                    "WHERE id IN (SELECT value FROM json_each(?))", (_ids(by_id),)):
-                by_id[bid].fill(lengths, metadata, lines)
+        partial = {d.summary.id: d for d in decoded if not d.complete}
+        for bid, lengths, metadata, lines in _block_columns(self.conn, list(partial),
+                                                            "lengths, metadata, lines"):
+            partial[bid].fill(lengths, metadata, lines)
 
     def rows(self, lo: int, hi: int, stream_id: int | None = None) -> list[Row]:
         """Rows with lo <= ts < hi (of one stream, if given) that pass the conditions, in
@@ -501,14 +500,15 @@ def sealed_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],
     los = [ranges[i][0] for i in order]
     span_lo = min(los)
     span_hi = max(h for _, h in ranges)
-    picks = []
+    wanted: dict[int, list[int]] = {}
+    found = []
     for s, _ in summaries(conn, stream_ids, span_lo + 1, span_hi + 1):
         picked = [order[k] for k in range(bisect_left(los, s.max_ts))
                   if ranges[order[k]][1] >= s.min_ts]
         if picked:
-            picks.append((s, picked))
-    wanted = dict((s.id, picked) for s, picked in picks)
-    for s, c in iter_counts(conn, [s for s, _ in picks]):
+            wanted[s.id] = picked
+            found.append(s)
+    for s, c in iter_counts(conn, found):
         picked = wanted[s.id]
         a = np.searchsorted(c.ts, [ranges[i][0] for i in picked], side="right").tolist()
         b = np.searchsorted(c.ts, [ranges[i][1] for i in picked], side="right").tolist()
@@ -525,13 +525,14 @@ def sealed_at(conn: sqlite3.Connection, stream_ids: Sequence[int],
     points = sorted(set(timestamps))
     # the rollups ask for whole minutes: a block without a row on one has nothing to give
     whole_minutes = all(x % B.MINUTE_NS == 0 for x in points)
+    at: dict[int, list[int]] = {}
     found = []
     for s, _ in summaries(conn, stream_ids, points[0], points[-1] + 1, aligned=whole_minutes):
         inside = points[bisect_left(points, s.min_ts):bisect_right(points, s.max_ts)]
         if inside:
-            found.append((s, inside))
-    at = {s.id: inside for s, inside in found}
-    for s, c in iter_counts(conn, [s for s, _ in found]):
+            at[s.id] = inside
+            found.append(s)
+    for s, c in iter_counts(conn, found):
         inside = at[s.id]
         a = np.searchsorted(c.ts, inside, side="left").tolist()
         b = np.searchsorted(c.ts, inside, side="right").tolist()
