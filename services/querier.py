@@ -2,7 +2,9 @@
 
 Routes hand it parsed requests and encode what it returns; it runs each read on a reader
 thread through the storage boundary (`storage.reader.LogReader`), under one deadline
-(`limits_config.query_timeout`) for log and metric queries alike. Failures are typed
+(the tenant's `query_timeout`) for log and metric queries alike. The request checks Loki
+makes before it reads (the entries limit, the query length, the lookback) live here too, so
+every endpoint that reads meets them with the same text. Failures are typed
 (`logql.errors.QueryError`, `ParseError`, `storage.scan.QueryTimeout`); the HTTP status for
 each is chosen once, in routes/errors.py.
 """
@@ -18,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from config import LimitsConfig
 from logql.errors import QueryError
-from logql.gocompat.format import prom_duration_str
+from logql.gocompat.format import go_duration_str, prom_duration_str
 from logql.syntax import ast as A
 from logql.engine.logs import evaluate_log_query
 from logql.engine.common import series_limit_error
@@ -26,6 +28,7 @@ from logql.engine.metrics import evaluate_metric
 from logql.engine.results import QueryStats
 from services import memory
 from services import volume as volume_service
+from services.errors import PlainError
 from services.query_gate import QueryGate
 from storage import streams
 from storage.db import Database
@@ -91,6 +94,27 @@ class Querier:
         """A tenant's limits; a multi-tenant read takes the defaults."""
         return self.limits_of(tenant) if isinstance(tenant, str) else self.limits
 
+    # -- the checks a read request meets before it runs -------------------------------------
+    def check_entries_limit(self, tenant: Scope, limit: int) -> None:
+        maximum = self.limits_for(tenant).max_entries_limit_per_query
+        if maximum > 0 and limit > maximum:
+            raise PlainError(400, "max entries limit per query exceeded, limit > "
+                                  f"max_entries_limit_per_query ({limit} > {maximum})")
+
+    def lookback_start(self, tenant: Scope, start: int) -> int:
+        """`max_query_lookback`: data older than now minus it is not read; as Loki does, the
+        start moves up (a range entirely before it answers an empty result)."""
+        lookback = self.limits_for(tenant).max_query_lookback
+        return max(start, time.time_ns() - lookback) if lookback > 0 else start
+
+    def check_length(self, tenant: Scope, start: int, end: int) -> None:
+        maximum = self.limits_for(tenant).max_query_length
+        if maximum > 0 and end - start > maximum:
+            raise PlainError(400, "the query time range exceeds the limit (query length: "
+                                  f"{go_duration_str(end - start)}, limit: "
+                                  f"{prom_duration_str(maximum)})")
+
+    # -- reads -------------------------------------------------------------------------------
     def _reader_at(self, conn: Any, tenant: Scope, began: float) -> LogReader:
         limits = self.limits_for(tenant)
         deadline = began + limits.query_timeout / 1e9 if limits.query_timeout > 0 else None
@@ -220,8 +244,13 @@ class Querier:
         return await self._read(tenant, lambda reader: volume_service.index_stats(
             reader, tenant, matchers, start, end))
 
-    async def volume(self, tenant: Scope, req: "volume_service.VolumeRequest",
-                     max_series: int) -> tuple[str, list[dict[str, Any]]]:
+    def check_volume_enabled(self, tenant: Scope) -> None:
+        if not self.limits_for(tenant).volume_enabled:
+            raise PlainError(404, "not found")
+
+    async def volume(self, tenant: Scope, req: "volume_service.VolumeRequest"
+                     ) -> tuple[str, list[dict[str, Any]]]:
+        max_series = self.limits_for(tenant).volume_max_series
         return await self._read(tenant, lambda reader: volume_service.volume(
             reader, tenant, req, max_series))
 
