@@ -11,7 +11,7 @@ whose keys are those of `limits_config` (unknown keys are an error naming them).
 read at start (a bad one stops the start) and again every `runtime_config.period`; a bad
 reload keeps the last good overrides, logs why and shows in /metrics, as Loki does.
 `Overrides.of(tenant)` (services/limits.py) is the tenant's whole LimitsConfig: the
-defaults with its keys replaced.
+defaults with its keys replaced. Only the keys of `limits.TENANT_KEYS` may be set.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from config import ConfigError, LimitsConfig, check_limits, limits_diff
 from services.base import cancel_task, on_lifespan
-from services.limits import Limits
+from services.limits import TENANT_KEYS, Limits
 
 log = logging.getLogger("logstore.overrides")
 # keys a Loki runtime file may hold besides `overrides`; logstore has no use for them
@@ -55,7 +55,7 @@ def parse_overrides(text: str, defaults: LimitsConfig, where: str) -> dict[str, 
         if not isinstance(keys, dict):
             raise ConfigError(f"runtime config file {where}: {path} must be a mapping")
         try:
-            out[str(tenant)] = check_limits(defaults, keys, path)
+            out[str(tenant)] = check_limits(defaults, keys, path, TENANT_KEYS)
         except ConfigError as exc:
             raise ConfigError(f"runtime config file {where}: {exc}") from None
     return out
