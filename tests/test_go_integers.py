@@ -1,16 +1,20 @@
 """Integer parameters are read as Go's strconv.Atoi reads them, on every route that takes one
 (issue 24). Python's int() takes ' 5 ', '1_0' and '٣'; Loki answers 400 with Atoi's text for
-all three. Timestamps (ParseInt/ParseFloat) and `step` (ParseFloat) follow the same Go parsers."""
+all three. Timestamps (ParseInt/ParseFloat), `step` (ParseFloat) and the detected-field types
+follow the same Go parsers."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from urllib.parse import urlencode
 
 import pytest
 import websockets
 
 from tests.conftest import LogstoreServer
+from tests.helpers import JSON_HEADERS, PUSH
 
 SELECTOR = '{app="a"}'
 NOT_INTEGERS = [
@@ -73,6 +77,15 @@ def test_delete_times_are_ascii_unix_seconds(make_client):
                params={"query": SELECTOR, "start": "١٧٠٠٠٠٠٠٠٠", "end": "1700003600"})
     assert (r.status_code, r.text) == (
         400, "invalid start time: require unix seconds or RFC3339 format\n")
+
+
+def test_detected_field_types_are_gos(client):
+    line = 'a=٣ b=1_0 c=5 d=99999999999999999999 e=1.5'
+    body = {"streams": [{"stream": {"app": "a"}, "values": [[str(time.time_ns()), line]]}]}
+    assert client.post(PUSH, content=json.dumps(body), headers=JSON_HEADERS).status_code == 204
+    r = client.get(DETECTED[0], params={"query": SELECTOR})
+    types = {f["label"]: f["type"] for f in r.json()["fields"] if len(f["label"]) == 1}
+    assert types == {"a": "string", "b": "float", "c": "int", "d": "float", "e": "float"}
 
 
 # -- tail: checked before the WebSocket upgrade, so a real server answers the 400 -----------
