@@ -1,14 +1,15 @@
 """Integer parameters are read as Go's strconv.Atoi reads them, on every route that takes one
 (issue 24). Python's int() takes ' 5 ', '1_0' and '٣'; Loki answers 400 with Atoi's text for
 all three. Timestamps (ParseInt/ParseFloat), `step` (ParseFloat) and the detected-field types
-follow the same Go parsers."""
+follow the same Go parsers. Grafana's API is lenient instead (spec/search.md: an integer that
+does not parse counts as 0, then defaults), so there the same values fall back to defaults."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pytest
 import websockets
@@ -112,3 +113,59 @@ def test_tail_integers_are_go_integers(srv, path, name, value, text):
 
     response = asyncio.run(main())
     assert (response.status_code, bytes(response.body).decode()) == (400, text)
+
+
+# -- Grafana: lenient, a bad integer is 0 and then the default -------------------------------
+
+ADMIN = ("admin", "admin")
+# each of these would be 1 (or 2) to Python's int(), and is no integer to Go's Atoi
+LENIENT_ONE = [" 1 ", "0_1", "١", "1\n"]
+LENIENT_TWO = [" 2 ", "0_2", "٢", "2\n"]
+
+
+@pytest.fixture
+def grafana(make_client):
+    c = make_client({"grafana": {"admin_password": "admin"}})
+    for uid in ("f1", "f2"):
+        r = c.post("/api/folders", json={"uid": uid, "title": uid.upper()}, auth=ADMIN)
+        assert r.status_code == 200, r.text
+        c.folder_id = r.json()["id"]
+    for uid in ("d1", "d2", "d3"):
+        r = c.post("/api/dashboards/db", json={"dashboard": {"uid": uid, "title": uid.upper()},
+                                               "folderUid": "f1"}, auth=ADMIN)
+        assert r.status_code == 200, r.text
+        c.dashboard_id = r.json()["id"]
+    return c
+
+
+def _get(c, path: str, **params):
+    r = c.get(path, params=params, auth=ADMIN)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.parametrize("one, two", list(zip(LENIENT_ONE, LENIENT_TWO)))
+def test_grafana_search_and_folder_paging_default_a_bad_integer(grafana, one, two):
+    dashboards = {"type": "dash-db"}
+    assert len(_get(grafana, "/api/search", limit="1", **dashboards)) == 1
+    assert len(_get(grafana, "/api/search", limit=one, **dashboards)) == 3
+    second = _get(grafana, "/api/search", limit="1", page="2", **dashboards)
+    assert _get(grafana, "/api/search", limit="1", page=two, **dashboards) != second
+    assert len(_get(grafana, "/api/folders", limit="1")) == 1
+    assert len(_get(grafana, "/api/folders", limit=one)) == 2
+    assert _get(grafana, "/api/teams/search", perpage=one)["perPage"] == 1000
+
+
+@pytest.mark.parametrize("spell", [" {} ", "0_{}", "arabic"])
+def test_grafana_ids_in_paths_are_go_integers(grafana, spell):
+    def spelt(n: int) -> str:
+        if spell == "arabic":
+            return "".join(chr(0x660 + int(d)) for d in str(n))
+        return spell.format(n)
+
+    r = grafana.post("/api/user/stars/dashboard/" + quote(spelt(grafana.dashboard_id)),
+                     auth=ADMIN)
+    assert (r.status_code, r.json()) == (400, {"message": "Invalid dashboard ID"})
+    r = grafana.get("/api/folders/id/" + quote(spelt(grafana.folder_id)), auth=ADMIN)
+    assert (r.status_code, r.json()) == (404, {"message": "folder not found",
+                                               "status": "not-found"})
