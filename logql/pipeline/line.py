@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 import re._parser as sre_parse  # used only to *derive* required literals, never to match
 
-from logql.gocompat.filters import IpMatcher, PipelineError, compile_regexp
+from logql.gocompat.filters import IpMatcher, PipelineError
+from logql.gocompat.regexp import compile_regexp
 from logql.patterns import split_pattern, structure_error
 
 LINE_FILTER_OPS = ("|=", "!=", "|~", "!~", "|>", "!>")

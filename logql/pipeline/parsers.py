@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from json.decoder import scanstring
 
-from logql.gocompat.filters import PipelineError, compile_regexp, go_regexp_error, RegexError
+from logql.gocompat.filters import PipelineError
+from logql.gocompat.regexp import RegexError, compile_regexp
 from logql.pipeline.builder import EXTRACTED_SUFFIX, LOGFMT_PARSER_ERR
 from logql.pipeline.keys import _LABEL_NAME, _fix_surrogates, _set_parsed, sanitize_key
 from logql.pipeline.json_parser import (  # noqa: F401 (one import place for parsers)
@@ -362,4 +363,4 @@ class PatternParser:
 
 
 __all__ = ["JsonParser", "LogfmtParser", "RegexpParser", "PatternParser", "UnpackParser",
-           "sanitize_key", "scan_logfmt", "parse_json_path", "json_path_lookup", "go_regexp_error"]
+           "sanitize_key", "scan_logfmt", "parse_json_path", "json_path_lookup"]

@@ -17,7 +17,7 @@ import time
 from decimal import Decimal, DivisionByZero, InvalidOperation, getcontext
 from urllib.parse import quote_plus
 
-from logql.gocompat.filters import RegexError, compile_regexp
+from logql.gocompat.regexp import RegexError, compile_regexp
 from logql.gocompat.format import go_quote
 from logql.gocompat.values import go_parse_float as parse_go_float, parse_bytes, parse_go_duration
 from logql.template.gotime import UTC, GoTime, load_zone, parse_layout
