@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from logql.gocompat.values import go_atoi, go_parse_float, parse_bytes, parse_go_duration
 from logql.pipeline.builder import ERROR, ERROR_DETAILS, LabelsBuilder
 from logql.pipeline.json_parser import JsonParser
-from logql.pipeline.keys import _json_segment
+from logql.pipeline.keys import json_segment
 from logql.pipeline.parsers import LogfmtParser
 
 STATIC_LABELS = {"cluster", "namespace", "instance", "pod"}
@@ -100,7 +100,7 @@ def _json_paths(line: str) -> dict[str, list[str]]:
     while stack:
         items, prefix, path = stack[-1]
         for key, value in items:
-            seg = _json_segment(key)
+            seg = json_segment(key)
             name = prefix + "_" + seg if prefix and seg else prefix or seg
             if isinstance(value, dict):
                 stack.append((iter(value.items()), name, path + [key]))

@@ -164,7 +164,7 @@ def parse_bytes(s: str) -> int:
     return int(f)
 
 
-def _underscore_ok(s: str) -> bool:
+def underscore_ok(s: str) -> bool:
     saw, i = "^", 0
     if s[:1] in ("+", "-"):
         s = s[1:]
@@ -214,7 +214,7 @@ def go_parse_float(s: str) -> float:
         return special
     t = s
     if "_" in s:
-        if not _underscore_ok(s):
+        if not underscore_ok(s):
             raise GoParseError(syntax)
         t = s.replace("_", "")
     try:
