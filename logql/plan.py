@@ -24,12 +24,11 @@ from functools import lru_cache
 from logql.syntax import ast as A
 from logql.pipeline import stages as P
 from logql.gocompat.filters import PipelineError
+from logql.model import Needle
 from logql.pipeline.label_filters import RequiredLabelValues
 from storage.reader import LineConditions
 
 MIN_NEEDLE = 3
-
-Needle = tuple[str, bool]
 
 
 @dataclass(frozen=True)
