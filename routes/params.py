@@ -7,6 +7,7 @@ import math
 import re
 import time
 from datetime import datetime
+from typing import Callable
 from urllib.parse import parse_qsl
 
 from litestar import Request
@@ -88,27 +89,26 @@ def parse_timestamp(text: str) -> int:
     raise ValueError(f'strconv.ParseInt: parsing "{text}": invalid syntax')
 
 
-def timestamp_param(params: Params, name: str, default: int, *, prefixed: bool = True) -> int:
+def _param(params: Params, name: str, default: int, parse: Callable[[str], int],
+           prefix: str = "") -> int:
+    """`default` when absent or empty; a value `parse` refuses is a 400 with its text."""
     text = params.get(name)
     if not text:
         return default
     try:
-        return parse_timestamp(text)
+        return parse(text)
     except ValueError as exc:
-        msg = str(exc)
-        raise PlainError(400, f"could not parse '{name}' parameter: {msg}" if prefixed
-                         else msg) from None
+        raise PlainError(400, prefix + str(exc)) from None
+
+
+def timestamp_param(params: Params, name: str, default: int, *, prefixed: bool = True) -> int:
+    return _param(params, name, default, parse_timestamp,
+                  f"could not parse '{name}' parameter: " if prefixed else "")
 
 
 def int_param(params: Params, name: str, default: int) -> int:
     """An integer parameter as Loki reads one (Go's strconv.Atoi, its text on a 400)."""
-    text = params.get(name)
-    if not text:
-        return default
-    try:
-        return go_atoi(text)
-    except GoParseError as exc:
-        raise PlainError(400, str(exc)) from None
+    return _param(params, name, default, go_atoi)
 
 
 def time_range(params: Params, default_since: int = 3600 * NS) -> tuple[int, int]:
