@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from storage.reader import MINUTE_NS, LogReader
+from logql.model import MINUTE_NS
+from storage.reader import LogReader
 from storage.streams import Matcher, TenantSet
 
 MAX_SERIES_TEXT = "the query hit the max number of series limit (limit: {} series)"

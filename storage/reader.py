@@ -30,13 +30,11 @@ from bisect import bisect_left
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from logql.model import TS_MAX, TS_MIN
+from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from storage import rollups, scan, sealed
 from storage.scan import LineConditions, QueryTimeout, Row
-from storage.sealed import Needle
 from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
 
-MINUTE_NS = rollups.MINUTE_NS
 # a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the
 # low end is one below the earliest timestamp, as windows are left-open and (TS_MIN - 1, x]
 # still holds a line at TS_MIN

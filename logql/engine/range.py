@@ -29,7 +29,8 @@ from logql.engine.functions import RANGE_FUNCTIONS, sliding_quantiles
 from logql.pipeline.builder import LabelsBuilder
 from logql.engine.results import QueryStats
 from logql.engine.unwrap_scan import DROPPED, LogfmtUnwrapScan
-from storage.reader import MINUTE_NS, LogReader, utf8_len
+from logql.model import MINUTE_NS
+from storage.reader import LogReader, utf8_len
 
 _decode_md = msgspec.json.Decoder(dict[str, str]).decode
 MD_CACHE_MAX = 10_000
