@@ -49,8 +49,9 @@ RULES = [
     # the engine reads stored logs only through the storage boundary
     ("logql", ["storage"], ["storage.reader"]),
     ("storage", ["routes", "services", "litestar"], []),
-    # storage knows the label model and the shared error types, nothing else of the language
-    ("storage", ["logql"], ["logql.model", "logql.errors"]),
+    # storage knows the label model, the shared error types and the protocol it implements,
+    # nothing else of the language
+    ("storage", ["logql"], ["logql.model", "logql.errors", "logql.reading"]),
     # handlers reach data through services only
     ("routes", ["storage"], []),
     ("services", ["routes", "litestar"], []),
