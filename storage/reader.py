@@ -68,6 +68,9 @@ class ScanCounts(Protocol):
 class LogReader:
     """The SQLite implementation, over one reader connection."""
 
+    # the rollups' minute: counts on whole minutes need no entry read
+    count_granularity = MINUTE_NS
+
     def __init__(self, conn: sqlite3.Connection, deadline: float | None = None,
                  cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None,
                  deletes_of: Callable[[str, dict[str, str]], list] | None = None):
