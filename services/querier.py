@@ -1,7 +1,8 @@
 """The read service: LogQL queries, labels, values and series, and the tail's history.
 
 Routes hand it parsed requests and encode what it returns; it runs each read on a reader
-thread through the storage boundary (`storage.reader.LogReader`), under one deadline
+thread through the engine's storage protocol (`logql.reading.Reader`: the SQLite reader,
+wrapped in `services.visibility.VisibleReader`), under one deadline
 (`limits_config.query_timeout`) for log and metric queries alike. Failures are typed
 (`logql.errors.QueryError`, `ParseError`, `storage.scan.QueryTimeout`); the HTTP status for
 each is chosen once, in routes/errors.py.
@@ -27,12 +28,15 @@ from logql.engine.results import QueryStats
 from services import memory
 from services import volume as volume_service
 from services.query_gate import QueryGate
+from services.visibility import VisibleReader
 from storage import streams
 from storage.db import Database
 from storage.reader import LogReader
 from storage.streams import Matcher, TenantSet
 
 Scope = str | TenantSet
+# what every read is handed: the SQLite reader, without what retention and deletes hide
+Reading = VisibleReader[LogReader]
 T = TypeVar("T")
 LONG_READ_SECONDS = 0.5
 
@@ -91,7 +95,7 @@ class Querier:
         """A tenant's limits; a multi-tenant read takes the defaults."""
         return self.limits_of(tenant) if isinstance(tenant, str) else self.limits
 
-    def _reader_at(self, conn: Any, tenant: Scope, began: float) -> LogReader:
+    def _reader_at(self, conn: Any, tenant: Scope, began: float) -> Reading:
         limits = self.limits_for(tenant)
         deadline = began + limits.query_timeout / 1e9 if limits.query_timeout > 0 else None
         cutoff_of = self.cutoff_of
@@ -104,13 +108,13 @@ class Querier:
             def cutoff_of(own: str, labels: dict[str, str]) -> int:
                 cut = retention(own, labels) if retention is not None else None
                 return floor if cut is None else max(cut, floor)
-        return LogReader(conn, deadline, cutoff_of, self.deletes_of)
+        return VisibleReader(LogReader(conn, deadline), cutoff_of, self.deletes_of)
 
-    async def _read(self, tenant: Scope, fn: Callable[[LogReader], T]) -> T:
+    async def _read(self, tenant: Scope, fn: Callable[[Reading], T]) -> T:
         """fn(reader) on a reader thread, once the tenant's turn comes (services/query_gate.py).
         When the caller goes away (the client disconnected, the server stops) the read is
         stopped at its next statement or deadline check, not left to run to the end."""
-        readers: list[LogReader] = []
+        readers: list[Reading] = []
 
         def run(conn: Any) -> T:
             reader = self._reader_at(conn, tenant, time.monotonic())
@@ -130,7 +134,7 @@ class Querier:
                 return await self.db.read(run)
             except asyncio.CancelledError:
                 for reader in readers:
-                    reader.cancelled = True
+                    reader.inner.cancelled = True
                 self.reads_cancelled += 1
                 raise
             finally:
@@ -145,7 +149,7 @@ class Querier:
         stats = QueryStats(queue_time=queue_time)
         submitted = time.monotonic()
 
-        def run(reader: LogReader) -> QueryResult:
+        def run(reader: Reading) -> QueryResult:
             stats.queue_time += time.monotonic() - submitted
             if isinstance(expr, A.LogQuery):
                 result = evaluate_log_query(reader, tenant, expr, start, end, limit=limit,
@@ -183,7 +187,7 @@ class Querier:
 
     async def label_sets(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                        end: int) -> list[dict[str, str]]:
-        def run(reader: LogReader) -> list[dict[str, str]]:
+        def run(reader: Reading) -> list[dict[str, str]]:
             with reader.snapshot():
                 return list(reader.visible_streams(tenant, groups, start, end).values())
         return await self._read(tenant, run)
@@ -194,7 +198,7 @@ class Querier:
             sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({name for labels in sets for name in labels})
         return await self._read(tenant, lambda reader: streams.label_names(
-            reader.conn, tenant, start, end, matchers))
+            reader.inner.conn, tenant, start, end, matchers))
 
     async def label_values(self, tenant: Scope, name: str, start: int, end: int,
                            matchers: Sequence[Matcher] | None) -> list[str]:
@@ -202,7 +206,7 @@ class Querier:
             sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({labels[name] for labels in sets if name in labels})
         return await self._read(tenant, lambda reader: streams.label_values(
-            reader.conn, tenant, name, start, end, matchers))
+            reader.inner.conn, tenant, name, start, end, matchers))
 
     async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                      end: int) -> list[dict[str, str]]:
@@ -211,7 +215,7 @@ class Querier:
                            key=streams.canonical_labels)
         else:
             found = await self._read(tenant, lambda reader: streams.series(
-                reader.conn, tenant, groups, start, end))
+                reader.inner.conn, tenant, groups, start, end))
         self._check_series(tenant, len(found))
         return found
 
@@ -229,7 +233,7 @@ class Querier:
                          end: int) -> tuple[list[int], list[tuple[int, int, str]]]:
         """The matching streams, and (stream, ts, line) of their lines in range that pending
         delete requests hide."""
-        def run(reader: LogReader) -> tuple[list[int], list[tuple[int, int, str]]]:
+        def run(reader: Reading) -> tuple[list[int], list[tuple[int, int, str]]]:
             with reader.snapshot():
                 ids = list(reader.select_streams(tenant, matchers, start, end))
                 return ids, list(reader.hidden_lines(ids, start, end))
