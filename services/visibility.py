@@ -116,11 +116,9 @@ class VisibleReader(Generic[R]):
             lo, hi = max(start, min(a for a, _ in spans)), min(end, max(b for _, b in spans))
             if lo > hi:
                 continue
-            for rows in self.inner.lines([sid], lo, hi + 1, ordered=False).batches():
-                for _, _, ts, line, _ in rows:
-                    if (cut is not None and ts < cut) or any(
-                            a <= ts <= b and pick(line) for a, b, pick in found):
-                        yield sid, ts, line
+            for _, _, ts, line, _ in self._stored(sid, lo, hi):
+                if (cut is not None and ts < cut) or _picked(found, ts, line):
+                    yield sid, ts, line
 
     # -- counts ----------------------------------------------------------------------------
     def window_counts(self, stream_ids: Sequence[int], points: list[int],
@@ -185,15 +183,23 @@ class VisibleReader(Generic[R]):
             hi = min(points[-1], max(f[1] for f in found))
             if lo > hi:
                 continue
-            for rows in self.inner.lines([sid], lo, hi + 1, ordered=False).batches():
-                for _, _, ts, line, md in rows:
-                    if not any(a <= ts <= b and pick(line) for a, b, pick in found):
-                        continue
-                    t = totals.get((sid, md or ""))
-                    if t is not None:
-                        i = bisect_left(points, ts) - 1
-                        t[0][i] -= 1
-                        t[1][i] -= utf8_len(line)
+            for _, _, ts, line, md in self._stored(sid, lo, hi):
+                if not _picked(found, ts, line):
+                    continue
+                t = totals.get((sid, md or ""))
+                if t is not None:
+                    i = bisect_left(points, ts) - 1
+                    t[0][i] -= 1
+                    t[1][i] -= utf8_len(line)
+
+    def _stored(self, sid: int, lo: int, hi: int) -> Iterator[Row]:
+        """Every stored row of one stream with lo <= ts <= hi, hidden or not."""
+        for rows in self.inner.lines([sid], lo, hi + 1, ordered=False).batches():
+            yield from rows
+
+
+def _picked(found: list[Deletion], ts: int, line: str) -> bool:
+    return any(a <= ts <= b and pick(line) for a, b, pick in found)
 
 
 class _VisibleScan:
