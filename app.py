@@ -70,11 +70,15 @@ def build_context(cfg: Config) -> AppContext:
     db = Database(cfg.data_dir, synchronous=cfg.storage.synchronous,
                   read_connections=cfg.storage.read_connections)
     metrics = Metrics(db.size_bytes, lambda: db.commits, build=admin.build_labels())
-    ingester = Ingester(db, cfg.limits_config)
-    querier = Querier(db, cfg.limits_config, max_concurrent=cfg.querier.max_concurrent,
+    # the one place limits_config is read: everything else asks a tenant's limits of this
+    limits = overrides_service.Overrides(cfg.limits_config, cfg.runtime_config.file,
+                                         cfg.runtime_config.period)
+    ingester = Ingester(db, limits)
+    querier = Querier(db, limits, max_concurrent=cfg.querier.max_concurrent,
                       max_outstanding=cfg.query_scheduler.max_outstanding_requests_per_tenant)
     ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
-                     services=ServiceRegistry(list(SERVICE_NAMES)), querier=querier)
+                     services=ServiceRegistry(list(SERVICE_NAMES)), querier=querier,
+                     limits=limits)
     metrics.registry.register(GateCollector(querier.gate, querier))
     grafana.register(ctx)
     inflight_service.register(ctx)

@@ -444,9 +444,15 @@ def _label_map(value: Any, where: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def check_limits(defaults: LimitsConfig, keys: dict, path: str) -> LimitsConfig:
+def check_limits(defaults: LimitsConfig, keys: dict, path: str,
+                 per_tenant: frozenset[str]) -> LimitsConfig:
     """A tenant's limits: `defaults` with the (raw, as in YAML) `keys` replaced; errors
-    name keys under `path`."""
+    name keys under `path`. A limits_config key outside `per_tenant` is refused: it would be
+    shown as the tenant's and not applied."""
+    for key in keys:
+        if key in LimitsConfig.__struct_fields__ and key not in per_tenant:
+            raise ConfigError(f"configuration key '{path}.{key}' cannot be set per tenant, "
+                              "only in limits_config")
     warnings: list[str] = []
     checked = _check_keys(keys, LimitsConfig, "limits_config", warnings, shown=path)
     if warnings:

@@ -56,9 +56,74 @@ def streams() -> list[tuple[dict[str, str], list[str]]]:
     return out
 
 
-def batches(total: int, batch: int, end_ns: int) -> Iterator[dict]:
+# -- the realistic set (issue 25): the widths and shapes real services log -------------------
+# 30 streams: 18 of loghub replays (60 % of the lines), 6 of logfmt with 8 fields (20 %), 6 of
+# nested JSON (20 %); about 167 bytes a line, as the set the issue measured Loki on
+REALISTIC_LOGHUB = SYSTEMS[:9]
+REALISTIC_HOSTS = [f"host-{i}" for i in range(6)]
+_POOL = 20_000  # distinct synthetic lines per stream, cycled
+
+
+def _logfmt_lines(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    levels = ["info"] * 90 + ["warn"] * 6 + ["error"] * 4
+    methods = ["GET"] * 6 + ["POST"] * 3 + ["DELETE"]
+    paths = ["/api/v1/orders", "/api/v1/users", "/api/v1/items", "/healthz", "/login",
+             "/api/v1/search", "/static/app.js", "/api/v2/checkout"]
+    msgs = ["request served", "request failed", "cache miss, fetched from origin",
+            "slow upstream response", "user session refreshed"]
+    out = []
+    for i in range(count):
+        status = rng.choice([200] * 40 + [201, 204, 301, 404, 500, 502, 503])
+        out.append(f"ts=2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}."
+                   f"{rng.randint(0, 999):03d}Z level={rng.choice(levels)} "
+                   f"method={rng.choice(methods)} path={rng.choice(paths)}/{rng.randint(1, 99999)} "
+                   f"status={status} latency_ms={round(rng.lognormvariate(3, 1), 2)} "
+                   f"user=u{rng.randint(1, 5000)} msg=\"{rng.choice(msgs)}\"")
+    return out
+
+
+def _json_lines(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    levels = ["info"] * 90 + ["warn"] * 6 + ["error"] * 4
+    agents = ["Mozilla/5.0 (X11; Linux x86_64)", "curl/8.4.0", "Go-http-client/1.1",
+              "okhttp/4.12.0"]
+    out = []
+    for i in range(count):
+        status = rng.choice([200] * 40 + [201, 204, 301, 404, 500, 502, 503])
+        out.append(json.dumps({
+            "level": rng.choice(levels), "status": status,
+            "request": {"method": rng.choice(["GET", "POST", "PUT"]),
+                        "path": f"/api/orders/{rng.randint(1, 99999)}",
+                        "headers": {"user_agent": rng.choice(agents)}},
+            "latency_ms": round(rng.lognormvariate(3, 1), 2),
+            "user": {"id": rng.randint(1, 5000), "org": {"id": rng.randint(1, 50)}},
+            "msg": "order updated" if status < 500 else "upstream error",
+            "trace_id": f"{rng.getrandbits(128):032x}"},
+            separators=(",", ":")))
+    return out
+
+
+def realistic_streams() -> list[tuple[dict[str, str], list[str]]]:
+    if not LOGHUB.exists():
+        raise SystemExit(f"loghub samples not found at {LOGHUB}")
+    out = []
+    for system in REALISTIC_LOGHUB:
+        lines = (LOGHUB / system / f"{system}_2k.log").read_text(
+            encoding="utf-8", errors="replace").splitlines()
+        for host in HOSTS:
+            out.append(({"job": system.lower(), "host": host, "env": "bench"}, lines))
+    for i, host in enumerate(REALISTIC_HOSTS):
+        out.append(({"job": "app", "host": host, "env": "bench"}, _logfmt_lines(_POOL, i)))
+    for i, host in enumerate(REALISTIC_HOSTS):
+        out.append(({"job": "api", "host": host, "env": "bench"},
+                    _json_lines(_POOL, 100 + i)))
+    return out
+
+
+def batches(total: int, batch: int, end_ns: int, realistic: bool = False) -> Iterator[dict]:
     """Push bodies (JSON-ready dicts) of `batch` lines each, oldest first."""
-    sources = streams()
+    sources = realistic_streams() if realistic else streams()
     step = DAY_NS // total
     start = end_ns - DAY_NS
     n_streams = len(sources)

@@ -1,7 +1,7 @@
 """Ingest throughput over HTTP: the benchmark data set pushed to a real `logstore serve`.
 
     .venv/bin/python bench/ingest.py [--lines 1000000] [--batch 1000] [--clients 4]
-                                     [--format json|protobuf|otlp] [--keep DIR]
+                                     [--format json|protobuf|otlp] [--keep DIR] [--realistic]
 
 `otlp` sends OTLP/HTTP protobuf to /otlp/v1/logs, one resource per stream whose attributes
 are the stream's labels; the server is told to index them all, so the same streams are
@@ -146,11 +146,14 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--format", choices=["json", "protobuf", "otlp"], default="json")
     ap.add_argument("--keep", help="data directory to keep for the query benchmarks")
+    ap.add_argument("--realistic", action="store_true",
+                    help="the realistic set (bench/dataset.py): loghub, 8-field logfmt, "
+                         "nested JSON in 30 streams")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
 
     end_ns = time.time_ns()
-    raw = list(dataset.batches(args.lines, args.batch, end_ns))
+    raw = list(dataset.batches(args.lines, args.batch, end_ns, args.realistic))
     line_bytes = sum(len(v[1].encode()) for b in raw for s in b["streams"] for v in s["values"])
     bodies, ctype = encode(raw, args.format)
     body_bytes = sum(len(b) for b in bodies)
@@ -185,9 +188,11 @@ def main() -> None:
     print(text)
     if not args.no_report:
         update_section(
-            f"Ingest, {args.format} (bench/ingest.py)",
+            f"Ingest, {args.format}{', realistic set' if args.realistic else ''} "
+            "(bench/ingest.py)",
             f"Command: `.venv/bin/python bench/ingest.py --lines {args.lines} --batch "
-            f"{args.batch} --clients {args.clients} --format {args.format}`\n\n"
+            f"{args.batch} --clients {args.clients} --format {args.format}"
+            f"{' --realistic' if args.realistic else ''}`\n\n"
             f"Machine: {machine()}; client and server share it.\n\n{text}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -16,8 +16,13 @@ class Matcher(Protocol):
     def matches(self, value: str) -> bool: ...
 
 
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f\\"]')
+
+
 def escape_value(value: str) -> str:
     """Go strconv.Quote-compatible enough for label values: \\ " and control characters."""
+    if _NEEDS_ESCAPE.search(value) is None:
+        return value  # nearly every value: one C scan instead of a loop per character
     out = []
     for ch in value:
         if ch == "\\":

@@ -24,7 +24,8 @@ from functools import lru_cache
 from logql.syntax import ast as A
 from logql.pipeline import stages as P
 from logql.gocompat.filters import PipelineError
-from logql.pipeline.label_filters import RequiredLabelValues
+from logql.pipeline.json_parser import JsonNumberGate, JsonParser
+from logql.pipeline.label_filters import NumericLabelFilter, RequiredLabelValues
 from logql.reading import LineConditions
 
 MIN_NEEDLE = 3
@@ -66,7 +67,8 @@ def compile_log_query(query: A.LogQuery, read_labels: frozenset[str] | None = No
 
 @lru_cache(maxsize=256)
 def _compile_cached(query: A.LogQuery, read_labels: frozenset[str] | None) -> LogPlan:
-    stages = P.hoist_line_filters([compile_stage(s, read_labels) for s in query.stages])
+    stages = _gate_json_numbers(
+        P.hoist_line_filters([compile_stage(s, read_labels) for s in query.stages]))
     required = _required_label_values(query.stages)
     if required:
         stages.insert(0, RequiredLabelValues(required))
@@ -175,6 +177,18 @@ def _line_conditions(filters: list[A.LineFilter]) -> LineConditions:
         if part:
             cond.all_of.extend([list(clause) for clause in part])
     return cond
+
+
+def _gate_json_numbers(stages: list) -> list:
+    """A JsonNumberGate before each `| json` that a numeric filter follows directly."""
+    out: list = []
+    for i, stage in enumerate(stages):
+        after = stages[i + 1] if i + 1 < len(stages) else None
+        if isinstance(stage, JsonParser) and stage.extractions is None \
+                and type(after) is NumericLabelFilter and JsonNumberGate.applies(after.name):
+            out.append(JsonNumberGate(after.name, after))
+        out.append(stage)
+    return out
 
 
 # stages that copy label values verbatim out of the line, or only drop entries

@@ -11,7 +11,7 @@ from litestar.params import FromPath
 from routes.deps import Ctx
 from routes.errors import PlainError
 from routes.params import Params, read_params, time_range
-from routes.query import check_limit, parse_query, step_of
+from routes.query import parse_query, step_of
 from routes.respond import json_response
 from logql.syntax import ast as A
 from services import detected
@@ -56,7 +56,7 @@ async def _entries(request: Request, ctx: Ctx) -> tuple[list, Params]:
     if not isinstance(expr, A.LogQuery):
         raise PlainError(400, "only log queries are supported")
     line_limit = _int(params, ("line_limit",), LINE_LIMIT)
-    check_limit(ctx.querier.limits_for(tenant), line_limit)
+    ctx.querier.check_entries_limit(tenant, line_limit)
     out = await ctx.querier.query(tenant, expr, start=start, end=end, limit=line_limit,
                                   backward=True, categorize=True)
     entries = []

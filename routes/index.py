@@ -11,7 +11,7 @@ from litestar import Request, Response, route
 from routes.deps import Ctx
 from routes.errors import PlainError
 from routes.params import Params, read_params, time_range
-from routes.query import check_length, step_of
+from routes.query import step_of
 from routes.respond import json_response
 from services.selectors import parse_matchers
 from services.volume import VolumeLimitError, VolumeRequest
@@ -19,18 +19,19 @@ from services.volume import VolumeLimitError, VolumeRequest
 DEFAULT_LIMIT = 100
 
 
-async def _selector(request: Request, ctx: Ctx) -> tuple[Any, Params, list, int, int]:
-    tenant = ctx.read_scope(request)
+async def _selector(request: Request, ctx: Ctx,
+                    tenant: Any) -> tuple[Params, list, int, int]:
     params = await read_params(request)
     start, end = time_range(params)
     matchers = parse_matchers(params.get("query") or "")
-    check_length(ctx.querier.limits_for(tenant), start, end)
-    return tenant, params, matchers, start, end
+    ctx.querier.check_length(tenant, start, end)
+    return params, matchers, start, end
 
 
 @route("/logstore/api/v1/index/stats", http_method=["GET", "POST"])
 async def index_stats(request: Request, ctx: Ctx) -> Response:
-    tenant, params, matchers, start, end = await _selector(request, ctx)
+    tenant = ctx.read_scope(request)
+    params, matchers, start, end = await _selector(request, ctx, tenant)
     step_of(params, start, end)  # validated as query_range validates it
     return json_response(await ctx.querier.index_stats(tenant, matchers, start, end))
 
@@ -51,9 +52,9 @@ def _limit(params: Params) -> int:
 
 
 async def _volume(request: Request, ctx: Ctx, ranged: bool) -> Response:
-    if not ctx.config.limits_config.volume_enabled:
-        raise PlainError(404, "not found")
-    tenant, params, matchers, start, end = await _selector(request, ctx)
+    tenant = ctx.read_scope(request)
+    ctx.querier.check_volume_enabled(tenant)
+    params, matchers, start, end = await _selector(request, ctx, tenant)
     limit = _limit(params)
     aggregate_by = params.get("aggregateBy") or "series"
     if aggregate_by not in ("series", "labels"):
@@ -62,8 +63,7 @@ async def _volume(request: Request, ctx: Ctx, ranged: bool) -> Response:
     targets = [t for t in (params.get("targetLabels") or "").split(",") if t]
     req = VolumeRequest(matchers, start, end, step, limit, targets, aggregate_by)
     try:
-        kind, result = await ctx.querier.volume(tenant, req,
-                                                ctx.config.limits_config.volume_max_series)
+        kind, result = await ctx.querier.volume(tenant, req)
     except VolumeLimitError as exc:
         raise PlainError(400, str(exc)) from None
     return json_response({"status": "success",

@@ -17,8 +17,7 @@ from logql.engine.results import stats_json
 from routes.errors import PlainError
 from routes.meta import label_data, series_data
 from routes.params import read_params, time_range
-from routes.query import (check_limit, direction_param, limit_param, parse_query, run_query,
-                          tenant_limits)
+from routes.query import direction_param, limit_param, parse_query, run_query
 from routes.respond import json_response
 from routes.deps import Ctx
 from services.ingester import rfc3339
@@ -38,7 +37,7 @@ def legacy_streams(result: list[dict]) -> list[dict]:
 
 @route("/api/compat/query", http_method=["GET", "POST"])
 async def legacy_query(request: Request, ctx: Ctx) -> Response:
-    limits = tenant_limits(ctx, request)
+    tenant = ctx.read_scope(request)
     params = await read_params(request)
     start, end = time_range(params)
     limit = limit_param(params)
@@ -50,7 +49,7 @@ async def legacy_query(request: Request, ctx: Ctx) -> Response:
     expr = parse_query(text)
     if not isinstance(expr, A.LogQuery):
         raise PlainError(400, NOT_STREAMS)
-    check_limit(limits, limit)
+    ctx.querier.check_entries_limit(tenant, limit)
     _, result, stats = await run_query(ctx, request, expr, start=start, end=end, limit=limit,
                                        backward=backward, interval=0, step=0, instant=False,
                                        categorize=False)

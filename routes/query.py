@@ -20,13 +20,11 @@ from logql.syntax import ast as A
 from logql.engine.logs import INSTANT_LOOKBACK_NS
 from logql.engine.metrics import check_resolution, default_step_ns
 from logql.gocompat.values import parse_go_duration
-from logql.gocompat.format import go_duration_str, prom_duration_str
 from logql.engine.results import QueryStats, stats_json
 from routes.errors import PlainError
 from routes.params import Params, parse_timestamp, read_params, step_param, time_range
 from routes.respond import json_response
 from routes.deps import Ctx
-from config import LimitsConfig
 
 log = logging.getLogger("logstore.query")
 
@@ -84,36 +82,9 @@ def parse_query(text: str | None) -> Any:
     return parse_expr(text or "")  # a ParseError is answered 400 at the edge
 
 
-def check_limit(limits: LimitsConfig, limit: int) -> None:
-    maximum = limits.max_entries_limit_per_query
-    if maximum > 0 and limit > maximum:
-        raise PlainError(400, "max entries limit per query exceeded, limit > "
-                              f"max_entries_limit_per_query ({limit} > {maximum})")
-
-
-def tenant_limits(ctx: Ctx, request: Request) -> LimitsConfig:
-    """The limits of the tenant(s) a read request names (401/400 for a bad tenant header)."""
-    return ctx.querier.limits_for(ctx.read_scope(request))
-
-
-def lookback_start(limits: LimitsConfig, start: int) -> int:
-    """`max_query_lookback`: data older than now minus it is not read; as Loki does, the
-    start moves up (a range entirely before it answers an empty result)."""
-    lookback = limits.max_query_lookback
-    return max(start, time.time_ns() - lookback) if lookback > 0 else start
-
-
 def _empty(result_type: str) -> Response:
     return json_response({"status": "success", "data": {
         "resultType": result_type, "result": [], "stats": stats_json(QueryStats())}})
-
-
-def check_length(limits: LimitsConfig, start: int, end: int) -> None:
-    maximum = limits.max_query_length
-    if maximum > 0 and end - start > maximum:
-        raise PlainError(400, "the query time range exceeds the limit (query length: "
-                              f"{go_duration_str(end - start)}, limit: "
-                              f"{prom_duration_str(maximum)})")
 
 
 def _queue_header(request: Request) -> float:
@@ -163,7 +134,7 @@ async def run_query(ctx: Ctx, request: Request, expr: Any, *, start: int, end: i
 
 @route("/logstore/api/v1/query_range", http_method=["GET", "POST"])
 async def query_range(request: Request, ctx: Ctx) -> Response:
-    limits = tenant_limits(ctx, request)
+    tenant = ctx.read_scope(request)
     params = await read_params(request)
     start, end = time_range(params)
     limit = limit_param(params)
@@ -172,18 +143,18 @@ async def query_range(request: Request, ctx: Ctx) -> Response:
     interval = _interval(params)
     expr = parse_query(params.get("query"))
     if isinstance(expr, A.LogQuery):
-        check_limit(limits, limit)
-    start = lookback_start(limits, start)
+        ctx.querier.check_entries_limit(tenant, limit)
+    start = ctx.querier.lookback_start(tenant, start)
     if start > end:
         return _empty("streams" if isinstance(expr, A.LogQuery) else "matrix")
-    check_length(limits, start, end)
+    ctx.querier.check_length(tenant, start, end)
     return await _evaluate(ctx, request, expr, start=start, end=end, limit=limit,
                            backward=backward, interval=interval, step=step, instant=False)
 
 
 @route("/logstore/api/v1/query", http_method=["GET", "POST"])
 async def query(request: Request, ctx: Ctx) -> Response:
-    limits = tenant_limits(ctx, request)
+    tenant = ctx.read_scope(request)
     params = await read_params(request)
     text = params.get("time")
     if text:
@@ -196,9 +167,9 @@ async def query(request: Request, ctx: Ctx) -> Response:
     limit = limit_param(params)
     backward = direction_param(params)
     expr = parse_query(params.get("query"))
-    earliest = lookback_start(limits, at - INSTANT_LOOKBACK_NS)
+    earliest = ctx.querier.lookback_start(tenant, at - INSTANT_LOOKBACK_NS)
     if isinstance(expr, A.LogQuery):
-        check_limit(limits, limit)
+        ctx.querier.check_entries_limit(tenant, limit)
         if earliest > at:
             return _empty("streams")
         # a log query at one instant covers the lookback window up to and including `time`

@@ -73,10 +73,7 @@ def _read_request(socket: WebSocket, ctx: Ctx, legacy: bool) -> _TailRequest:
     limit = _int_param(params, "limit", 100)
     if limit <= 0:
         raise PlainError(400, "limit must be a positive value")
-    maximum = ctx.config.limits_config.max_entries_limit_per_query
-    if maximum > 0 and limit > maximum:
-        raise PlainError(400, "max entries limit per query exceeded, limit > "
-                              f"max_entries_limit_per_query ({limit} > {maximum})")
+    ctx.querier.check_entries_limit(tenant, limit)
     start = timestamp_param(params, "start", time.time_ns() - 3600 * NS)
     delay = _int_param(params, "delay_for", 0)
     if delay > MAX_DELAY_SECONDS:

@@ -25,25 +25,21 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from logql import parse_selector
 from services.base import cancel_task, on_lifespan
+from services.limits import Limits
 from storage import retention, sealing
 
 log = logging.getLogger("logstore.compactor")
 
 
 class RetentionPolicy:
-    def __init__(self, cfg: Any, clock: Callable[[], int] = time.time_ns,
-                 limits_of: Callable[[str], Any] | None = None,
-                 tenants: Callable[[], list] | None = None):
+    def __init__(self, cfg: Any, limits: Limits, clock: Callable[[], int] = time.time_ns):
         self.enabled = cfg.compactor.retention_enabled
         self.clock = clock
-        # retention_period and retention_stream are per-tenant limits (runtime_config)
-        self.defaults = cfg.limits_config
-        self.limits_of = limits_of or (lambda tenant: cfg.limits_config)
-        self.overridden = tenants or (lambda: [])
+        self.limits = limits
         self._compiled: dict[int, tuple[Any, int, list]] = {}
 
     def _rules_of(self, tenant: str) -> tuple[int, list]:
-        limits = self.limits_of(tenant)
+        limits = self.limits.of(tenant)
         hit = self._compiled.get(id(limits))
         if hit is None or hit[0] is not limits:
             rules = []
@@ -77,7 +73,7 @@ class RetentionPolicy:
         if not self.enabled:
             return False
         return any(lc.retention_period > 0 or any(r.period > 0 for r in lc.retention_stream)
-                   for lc in [self.defaults, *self.overridden()])
+                   for lc in self.limits.in_force())
 
 
 class Compactor:
@@ -194,9 +190,7 @@ class _CompactorCollector:
 
 
 def register(ctx: Any) -> Compactor:
-    overrides = ctx.extras["overrides"]
-    policy = RetentionPolicy(ctx.config, limits_of=overrides.of,
-                             tenants=lambda: list(overrides.tenants.values()))
+    policy = RetentionPolicy(ctx.config, ctx.limits)
     compactor = Compactor(ctx.db, policy, interval_ns=ctx.config.compactor.compaction_interval,
                           delay_ns=ctx.config.compactor.retention_delete_delay,
                           deletions=ctx.extras.get("deletions"))

@@ -11,6 +11,7 @@ from config import Config
 from services.errors import PlainError
 from services.base import ServiceRegistry
 from services.ingester import Ingester
+from services.limits import Limits
 from services.metrics import Metrics
 from services.querier import Querier
 from storage.db import Database
@@ -34,6 +35,7 @@ class AppContext:
     metrics: Metrics
     services: ServiceRegistry
     querier: Querier
+    limits: Limits  # every limit as a tenant's value (services/limits.py)
     # other subsystems (tail hub, grafana store, ...) register themselves here by name
     extras: dict[str, Any] = field(default_factory=dict)
 

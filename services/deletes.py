@@ -25,6 +25,7 @@ from logql.gocompat.values import parse_go_duration
 from logql.plan import compile_log_query
 from logql.syntax import ast as A
 from services.errors import PlainError
+from services.limits import Limits
 from storage import blocks, deletes
 
 MODES = ("disabled", "filter-only", "filter-and-delete")
@@ -85,11 +86,10 @@ def parse_delete_query(text: str) -> A.LogQuery:
 
 
 class Deletions:
-    def __init__(self, db: Any, cfg: Any, clock: Callable[[], int] = time.time_ns,
-                 limits_of: Callable[[str], Any] | None = None):
+    def __init__(self, db: Any, cfg: Any, limits: Limits,
+                 clock: Callable[[], int] = time.time_ns):
         self.db = db
-        # deletion_mode is a per-tenant limit (runtime_config overrides)
-        self.limits_of = limits_of or (lambda tenant: cfg.limits_config)
+        self.limits = limits
         self.enabled = cfg.compactor.retention_enabled
         self.cancel_period = cfg.compactor.delete_request_cancel_period
         self.max_interval = cfg.compactor.delete_max_interval
@@ -107,7 +107,7 @@ class Deletions:
         self.status_counts: dict[str, int] = {}  # requests per status, for /metrics
 
     def mode_of(self, tenant: str) -> str:
-        return self.limits_of(tenant).deletion_mode
+        return self.limits.of(tenant).deletion_mode
 
     def check_enabled(self, tenant: str) -> None:
         if not self.enabled or self.mode_of(tenant) == "disabled":
@@ -344,7 +344,7 @@ def _status(pieces: list[Piece]) -> str:
 
 
 def register(ctx: Any) -> Deletions:
-    deletions = Deletions(ctx.db, ctx.config, limits_of=ctx.extras["overrides"].of)
+    deletions = Deletions(ctx.db, ctx.config, ctx.limits)
     ctx.extras["deletions"] = deletions
     ctx.querier.deletes_of = deletions.filters_of
     ctx.querier.deletes_pending = lambda: deletions.active

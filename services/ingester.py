@@ -20,6 +20,7 @@ import msgspec
 from config import LimitsConfig
 from services.labelset import LabelSetError, is_valid_label_name, parse_label_set
 from services.levels import LevelDetector, normalise_level
+from services.limits import Limits
 from storage.db import Database
 from storage.entries import AppendResult, PreparedStream, append
 from services.errors import PlainError
@@ -119,11 +120,12 @@ def entry_hash(line_bytes: bytes, metadata: str | None) -> int:
 
 
 class Ingester:
-    def __init__(self, db: Database, limits: LimitsConfig,
+    def __init__(self, db: Database, limits: Limits,
                  on_written: Callable[[str, AppendResult], None] | None = None):
         self.db = db
         self.limits = limits
-        self.levels = LevelDetector(limits.log_level_fields)
+        # by `log_level_fields`: tenants share one detector unless their overrides differ
+        self._detectors: dict[tuple[str, ...], LevelDetector] = {}
         self.on_written = on_written
         self.stopped = False  # set by /ingester/shutdown
         self._level_md = {}  # detected_level value -> its metadata JSON text
@@ -131,8 +133,15 @@ class Ingester:
         self.truncated = 0  # lines cut to max_line_size (max_line_size_truncate)
 
     # -- validation --------------------------------------------------------------------------
-    def _stream_labels(self, raw: RawStream, errors: list[str]) -> tuple[dict, str] | None:
-        lim = self.limits
+    def _levels(self, fields: list[str]) -> LevelDetector:
+        key = tuple(fields)
+        detector = self._detectors.get(key)
+        if detector is None:
+            detector = self._detectors[key] = LevelDetector(fields)
+        return detector
+
+    def _stream_labels(self, raw: RawStream, errors: list[str],
+                       lim: LimitsConfig) -> tuple[dict, str] | None:
         labels: dict[str, str] = {}
         for name, value in raw.labels:
             if not is_valid_label_name(name):
@@ -178,9 +187,9 @@ class Ingester:
                 return None
         return labels, canonical
 
-    def prepare(self, raw_streams: list[RawStream], now_ns: int) -> tuple[list[PreparedStream],
-                                                                             PushOutcome]:
-        lim = self.limits
+    def prepare(self, raw_streams: list[RawStream], now_ns: int,
+                lim: LimitsConfig) -> tuple[list[PreparedStream], PushOutcome]:
+        """The valid part of a push, checked against the pushing tenant's limits `lim`."""
         outcome = PushOutcome()
         errors = outcome.errors
         newest_ok = now_ns + lim.creation_grace_period
@@ -189,12 +198,12 @@ class Ingester:
         allow_sm = lim.allow_structured_metadata
         detect = lim.discover_log_levels and allow_sm
         level_md = self._level_md
-        levels = self.levels
+        levels = self._levels(lim.log_level_fields)
         by_stream: dict[str, PreparedStream] = {}
         for raw in raw_streams:
             if not raw.entries:
                 continue
-            checked = self._stream_labels(raw, errors)
+            checked = self._stream_labels(raw, errors, lim)
             if checked is None:
                 continue
             labels, canonical = checked
@@ -233,7 +242,7 @@ class Ingester:
                         size = len(data)
                         self.truncated += 1
                 if md:
-                    md = self._check_metadata(md, canonical, errors)
+                    md = self._check_metadata(md, canonical, errors, lim)
                     if md is None:
                         continue
                 if detect:
@@ -264,9 +273,8 @@ class Ingester:
                 ps.first_ts, ps.last_ts = first, last
         return [ps for ps in by_stream.values() if ps.rows], outcome
 
-    def _check_metadata(self, md: dict[str, str], canonical: str,
-                        errors: list[str]) -> dict[str, str] | None:
-        lim = self.limits
+    def _check_metadata(self, md: dict[str, str], canonical: str, errors: list[str],
+                        lim: LimitsConfig) -> dict[str, str] | None:
         if not lim.allow_structured_metadata:
             errors.append(f"stream '{canonical}' includes structured metadata, but this feature "
                           "is disallowed. Please see `limits_config.allow_structured_metadata` "
@@ -318,7 +326,7 @@ class Ingester:
             raise PushError(503, STOPPING_TEXT)
         if not raw_streams:
             raise PushError(422, "error at least one valid stream is required for ingestion")
-        prepared, outcome = self.prepare(raw_streams, time.time_ns())
+        prepared, outcome = self.prepare(raw_streams, time.time_ns(), self.limits.of(tenant))
         if prepared and self.ingest_limits is not None:
             prepared = self._within_limits(tenant, prepared, outcome)
         if prepared:

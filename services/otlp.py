@@ -19,6 +19,7 @@ from config import OtlpAttributeRule, OtlpConfig
 from logql.gocompat.format import format_float_f
 from logql.model import TS_MAX
 from services.ingester import RawStream, normalise_metadata_name
+from services.limits import Limits
 
 # Loki's default resource attributes that become index labels (§3.3)
 DEFAULT_INDEX_ATTRIBUTES = frozenset((
@@ -231,3 +232,23 @@ def hex_ids_to_base64(document: Any) -> Any:
         for item in document:
             hex_ids_to_base64(item)
     return document
+
+
+class TenantMappers:
+    """The pushing tenant's OtlpMapper. Tenants with the same `otlp_config` share one; a
+    runtime overrides reload gives a tenant a new config, and what no tenant uses any more
+    is let go then."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        # by id of the config: the entry holds the config, so its id cannot be reused
+        self._mappers: dict[int, tuple[OtlpConfig, OtlpMapper]] = {}
+
+    def of(self, tenant: str) -> OtlpMapper:
+        cfg = self.limits.of(tenant).otlp_config
+        hit = self._mappers.get(id(cfg))
+        if hit is None:
+            live = {id(lc.otlp_config) for lc in self.limits.in_force()}
+            self._mappers = {k: v for k, v in self._mappers.items() if k in live}
+            hit = self._mappers[id(cfg)] = (cfg, OtlpMapper(cfg))
+        return hit[1]

@@ -10,8 +10,8 @@ As in Loki, `runtime_config.file` names a YAML file of the form
 whose keys are those of `limits_config` (unknown keys are an error naming them). The file is
 read at start (a bad one stops the start) and again every `runtime_config.period`; a bad
 reload keeps the last good overrides, logs why and shows in /metrics, as Loki does.
-`Overrides.of(tenant)` is the tenant's whole LimitsConfig: the defaults with its keys
-replaced.
+`Overrides.of(tenant)` (services/limits.py) is the tenant's whole LimitsConfig: the
+defaults with its keys replaced. Only the keys of `limits.TENANT_KEYS` may be set.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from config import ConfigError, LimitsConfig, check_limits, limits_diff
 from services.base import cancel_task, on_lifespan
+from services.limits import TENANT_KEYS, Limits
 
 log = logging.getLogger("logstore.overrides")
 # keys a Loki runtime file may hold besides `overrides`; logstore has no use for them
@@ -54,18 +55,19 @@ def parse_overrides(text: str, defaults: LimitsConfig, where: str) -> dict[str, 
         if not isinstance(keys, dict):
             raise ConfigError(f"runtime config file {where}: {path} must be a mapping")
         try:
-            out[str(tenant)] = check_limits(defaults, keys, path)
+            out[str(tenant)] = check_limits(defaults, keys, path, TENANT_KEYS)
         except ConfigError as exc:
             raise ConfigError(f"runtime config file {where}: {exc}") from None
     return out
 
 
-class Overrides:
+class Overrides(Limits):
+    """The tenants' limits, kept up to date with the runtime file."""
+
     def __init__(self, defaults: LimitsConfig, path: str = "", period_ns: int = 10 * 10**9):
-        self.defaults = defaults
+        super().__init__(defaults)
         self.path = path
         self.period = period_ns / 1e9
-        self.tenants: dict[str, LimitsConfig] = {}
         self.last_reload_ok = True
         self.reloads = 0
         self._text: str | None = None
@@ -73,9 +75,6 @@ class Overrides:
         self._listeners: list[Callable[[], None]] = []
         if path:
             self.tenants = self._read()
-
-    def of(self, tenant: str) -> LimitsConfig:
-        return self.tenants.get(tenant, self.defaults)
 
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
@@ -150,10 +149,9 @@ class _OverridesCollector:
 
 
 def register(ctx: Any) -> Overrides:
-    rc = ctx.config.runtime_config
-    overrides = Overrides(ctx.config.limits_config, rc.file, rc.period)
+    """Reload `ctx.limits` (an Overrides, built in app.py) from its file while running."""
+    overrides = ctx.limits
     ctx.extras["overrides"] = overrides
-    ctx.querier.limits_of = overrides.of
     ctx.metrics.registry.register(_OverridesCollector(overrides))
     from services.ingest_limits import IngestLimits, register_metrics
     ctx.ingester.ingest_limits = IngestLimits(overrides.of)

@@ -2,8 +2,10 @@
 
 Routes hand it parsed requests and encode what it returns; it runs each read on a reader
 thread through the engine's storage protocol (`logql.reading.Reader`: the SQLite reader,
-wrapped in `services.visibility.VisibleReader`), under one deadline
-(`limits_config.query_timeout`) for log and metric queries alike. Failures are typed
+wrapped in `services.visibility.VisibleReader`), under one deadline (the tenant's
+`query_timeout`) for log and metric queries alike. The request checks Loki makes before it
+reads (the entries limit, the query length, the lookback) live here too, so every endpoint
+that reads meets them with the same text. Failures are typed
 (`logql.errors.QueryError`, `ParseError`, `storage.scan.QueryTimeout`); the HTTP status for
 each is chosen once, in routes/errors.py.
 """
@@ -17,9 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
-from config import LimitsConfig
 from logql.errors import QueryError
-from logql.gocompat.format import prom_duration_str
+from logql.gocompat.format import go_duration_str, prom_duration_str
 from logql.syntax import ast as A
 from logql.engine.logs import evaluate_log_query
 from logql.engine.common import series_limit_error
@@ -27,6 +28,8 @@ from logql.engine.metrics import evaluate_metric
 from logql.engine.results import QueryStats
 from services import memory
 from services import volume as volume_service
+from services.errors import PlainError
+from services.limits import Limits
 from services.query_gate import QueryGate
 from services.visibility import VisibleReader
 from storage import streams
@@ -72,14 +75,12 @@ def check_interval_limit(expr: Any, limit: int) -> None:
 
 
 class Querier:
-    def __init__(self, db: Database, limits: LimitsConfig, *, max_concurrent: int = 0,
+    def __init__(self, db: Database, limits: Limits, *, max_concurrent: int = 0,
                  max_outstanding: int = 0):
         self.db = db
         self.limits = limits
-        # per-tenant limits (services/overrides.py replaces this with the runtime overrides)
-        self.limits_of: Callable[[str], LimitsConfig] = lambda _tenant: limits
         self.gate = QueryGate(max_concurrent, max_outstanding,
-                              lambda tenant: self.limits_for(tenant).max_query_parallelism)
+                              lambda tenant: limits.of(tenant).max_query_parallelism)
         self.reads_running = 0      # on reader threads right now (what /metrics shows)
         self.reads_cancelled = 0    # stopped because whoever asked went away
         self._count_lock = threading.Lock()
@@ -91,12 +92,29 @@ class Querier:
         self.deletes_of: Callable[[str, dict[str, str]], list] | None = None
         self.deletes_pending: Callable[[], bool] = lambda: False
 
-    def limits_for(self, tenant: Scope) -> LimitsConfig:
-        """A tenant's limits; a multi-tenant read takes the defaults."""
-        return self.limits_of(tenant) if isinstance(tenant, str) else self.limits
+    # -- the checks a read request meets before it runs -------------------------------------
+    def check_entries_limit(self, tenant: Scope, limit: int) -> None:
+        maximum = self.limits.of(tenant).max_entries_limit_per_query
+        if maximum > 0 and limit > maximum:
+            raise PlainError(400, "max entries limit per query exceeded, limit > "
+                                  f"max_entries_limit_per_query ({limit} > {maximum})")
 
+    def lookback_start(self, tenant: Scope, start: int) -> int:
+        """`max_query_lookback`: data older than now minus it is not read; as Loki does, the
+        start moves up (a range entirely before it answers an empty result)."""
+        lookback = self.limits.of(tenant).max_query_lookback
+        return max(start, time.time_ns() - lookback) if lookback > 0 else start
+
+    def check_length(self, tenant: Scope, start: int, end: int) -> None:
+        maximum = self.limits.of(tenant).max_query_length
+        if maximum > 0 and end - start > maximum:
+            raise PlainError(400, "the query time range exceeds the limit (query length: "
+                                  f"{go_duration_str(end - start)}, limit: "
+                                  f"{prom_duration_str(maximum)})")
+
+    # -- reads -------------------------------------------------------------------------------
     def _reader_at(self, conn: Any, tenant: Scope, began: float) -> Reading:
-        limits = self.limits_for(tenant)
+        limits = self.limits.of(tenant)
         deadline = began + limits.query_timeout / 1e9 if limits.query_timeout > 0 else None
         cutoff_of = self.cutoff_of
         if limits.max_query_lookback > 0:
@@ -145,7 +163,8 @@ class Querier:
                     backward: bool, interval: int = 0, step: int = 0, instant: bool = False,
                     categorize: bool = False, queue_time: float = 0.0) -> QueryResult:
         """A parsed log or metric query over [start, end] (a metric instant query at `end`)."""
-        check_interval_limit(expr, self.limits_for(tenant).max_query_range)
+        limits = self.limits.of(tenant)
+        check_interval_limit(expr, limits.max_query_range)
         stats = QueryStats(queue_time=queue_time)
         submitted = time.monotonic()
 
@@ -157,8 +176,7 @@ class Querier:
                                             categorize=categorize, stats=stats)
                 return QueryResult("streams", result, stats)
             out = evaluate_metric(reader, tenant, expr, start_ns=start, end_ns=end,
-                                  step_ns=step, instant=instant, limits=self.limits_for(tenant),
-                                  stats=stats)
+                                  step_ns=step, instant=instant, limits=limits, stats=stats)
             return QueryResult(out.result_type, out.result, stats)
 
         return await self._read(tenant, run)
@@ -176,7 +194,7 @@ class Querier:
         """`max_query_series` holds for /series as for metric results (a log result is
         bounded by its line limit; `| json` may give each line its own label set, which Loki
         answers)."""
-        limit = self.limits_for(tenant).max_query_series
+        limit = self.limits.of(tenant).max_query_series
         if limit > 0 and n > limit:
             raise series_limit_error(limit)
 
@@ -224,8 +242,13 @@ class Querier:
         return await self._read(tenant, lambda reader: volume_service.index_stats(
             reader, tenant, matchers, start, end))
 
-    async def volume(self, tenant: Scope, req: "volume_service.VolumeRequest",
-                     max_series: int) -> tuple[str, list[dict[str, Any]]]:
+    def check_volume_enabled(self, tenant: Scope) -> None:
+        if not self.limits.of(tenant).volume_enabled:
+            raise PlainError(404, "not found")
+
+    async def volume(self, tenant: Scope, req: "volume_service.VolumeRequest"
+                     ) -> tuple[str, list[dict[str, Any]]]:
+        max_series = self.limits.of(tenant).volume_max_series
         return await self._read(tenant, lambda reader: volume_service.volume(
             reader, tenant, req, max_series))
 

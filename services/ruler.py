@@ -71,7 +71,6 @@ class Ruler:
         self.db = db
         self.querier = querier
         self.cfg = cfg.ruler
-        self.query_limit = cfg.limits_config.max_entries_limit_per_query
         self.clock = clock
         urls = [u.strip() for u in self.cfg.alertmanager_url.split(",") if u.strip()]
         self.notifier = Notifier(urls, self.cfg.notification_queue_capacity,
@@ -187,9 +186,9 @@ class Ruler:
             expr = self._parsed.get(rule.expr)
             if expr is None:
                 expr = self._parsed[rule.expr] = parse_expr(rule.expr)
-            out = await self.querier.query(run.tenant, expr, start=ts, end=ts,
-                                           limit=self.query_limit, backward=True,
-                                           instant=True)
+            limit = self.querier.limits.of(run.tenant).max_entries_limit_per_query
+            out = await self.querier.query(run.tenant, expr, start=ts, end=ts, limit=limit,
+                                           backward=True, instant=True)
             samples = _samples(out.result_type, out.result)
             limit = run.group.limit
             if rule.record:

@@ -35,6 +35,8 @@ PAUSE_FACTOR = 1.0
 RECLAIM_EVERY_BLOCKS = 64
 # a progress line this often while a large backlog (a migration) is sealed
 PROGRESS_SECONDS = 10.0
+# how long a /flush waits for readers of older snapshots before leaving the WAL for later
+FLUSH_WAL_WAIT_MS = 5000
 
 
 def _read_and_encode(conn: Any, sid: int, lo: int, hi: int, limit: int,
@@ -145,6 +147,8 @@ class Sealer:
         if not pending:
             self.pending.looked(head, look, complete=only is None)
             await self._reclaim()  # what a round cut short (a restart) left free
+            if everything:
+                await self.db.truncate_wal(FLUSH_WAL_WAIT_MS)
             return 0
         max_id = await self.gate() if self.gate is not None else None
         started = last_note = time.monotonic()
@@ -184,6 +188,9 @@ class Sealer:
         # looked for again at the next push
         self.pending.looked(head, look, complete=only is None and sealed == pending)
         await self._reclaim()
+        # the pages the round wrote twice (the WAL, then the database) are written once: a
+        # flush waits a moment for readers, a background round tries again next time
+        await self.db.truncate_wal(FLUSH_WAL_WAIT_MS if everything else 0)
         await asyncio.to_thread(memory.trim)  # the rows and blocks of the round are gone
         if time.monotonic() - started > PROGRESS_SECONDS:
             log.warning("sealing: done, %d rows in %.0f s", sealed, time.monotonic() - started)

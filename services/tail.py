@@ -321,7 +321,7 @@ def register(ctx: Any) -> TailHub:
     """Create the hub and subscribe it to committed pushes."""
     from services.ingester import add_written_listener
 
-    hub = TailHub(lambda tenant: ctx.querier.limits_for(tenant).max_concurrent_tail_requests)
+    hub = TailHub(lambda tenant: ctx.limits.of(tenant).max_concurrent_tail_requests)
     ctx.extras["tail_hub"] = hub
     add_written_listener(ctx.ingester, hub.on_written)
 

@@ -26,6 +26,10 @@ log = logging.getLogger("logstore.db")
 
 T = TypeVar("T")
 DB_FILENAME = "logstore.db"
+# the WAL file keeps the size of its largest use until a checkpoint truncates it; past this
+# size SQLite truncates it at each reset by itself (PRAGMA journal_size_limit)
+WAL_SIZE_LIMIT = 64 << 20
+BUSY_TIMEOUT_MS = 30000
 
 
 def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> sqlite3.Connection:
@@ -35,7 +39,7 @@ def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> 
         # before anything writes the header: sealing frees the head's pages, and only a file
         # created with incremental auto-vacuum can give them back without a VACUUM
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if readonly:
         conn.execute("PRAGMA query_only = ON")
     else:
@@ -113,12 +117,27 @@ def _full(exc: BaseException) -> bool:
 
 
 class _Work:
-    __slots__ = ("fn", "future", "loop")
+    __slots__ = ("fn", "future", "loop", "alone")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], Any], future: Any, loop: Any):
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any], future: Any, loop: Any,
+                 alone: bool = False):
         self.fn = fn
         self.future = future
         self.loop = loop
+        self.alone = alone  # runs outside any transaction (a checkpoint cannot run inside)
+
+
+
+
+def _truncate_wal(conn: sqlite3.Connection, wait_ms: int) -> bool:
+    """Copy the WAL into the database and cut the file to nothing, waiting at most
+    `wait_ms` for readers of older snapshots; False when one still holds it."""
+    conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+    try:
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return busy == 0
 
 
 _STOP = object()
@@ -149,6 +168,7 @@ class Database:
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> list[str]:
         conn = connect(self.path, synchronous=self.synchronous)
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         applied = migrate(conn)
         self._writer_conn = conn
         self._writer = threading.Thread(target=self._write_loop, name="logstore-writer",
@@ -185,6 +205,16 @@ class Database:
         self._queue.put(_Work(fn, future, loop))
         return await future
 
+    async def truncate_wal(self, wait_ms: int = 0) -> bool:
+        """After sealing: the WAL's pages go into the database and the file is emptied, so
+        a store at rest is its database file alone (a reader of an older snapshot makes
+        this wait up to `wait_ms`, then give up until next time: False)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put(_Work(lambda conn: _truncate_wal(conn, wait_ms), future, loop,
+                              alone=True))
+        return await future
+
     def write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Blocking variant for threads and start-up code."""
         future: Future = Future()
@@ -217,6 +247,19 @@ class Database:
             self.writer_alive = False
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Work]) -> None:
+        alone = [w for w in batch if w.alone]
+        if alone:
+            batch = [w for w in batch if not w.alone]
+            if batch:
+                self._run_batch(conn, batch)
+            for work in alone:
+                try:
+                    value = work.fn(conn)
+                except Exception as exc:  # noqa: BLE001 - handed to the caller
+                    _resolve(work, False, exc)
+                else:
+                    _resolve(work, True, value)
+            return
         results: list[tuple[_Work, bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")

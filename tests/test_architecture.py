@@ -107,3 +107,38 @@ def test_no_import_cycles_between_modules():
 def test_the_rules_see_every_package():
     assert {m.split(".")[0] for m in MODULES} == set(PACKAGES)
     assert "logql.engine.logs" in MODULES and "storage.reader" in MODULES
+
+
+# A limit is read as one tenant's value, `limits.of(tenant).<key>` (services/limits.py): a
+# read of the global `limits_config` anywhere else would ignore the tenant's runtime
+# overrides while /runtime_config shows them (issue 24). app.py hands it to the limits module
+# and config.py defines it; neither is under PACKAGES.
+GLOBAL_LIMITS_READERS = {"services.limits"}
+
+
+def global_limits_reads(path: Path) -> list[int]:
+    """Lines of `<anything>.limits_config` (and getattr(..., "limits_config"))."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "limits_config":
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "getattr" and any(
+                    isinstance(a, ast.Constant) and a.value == "limits_config"
+                    for a in node.args):
+            found.append(node.lineno)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_limits_are_read_per_tenant(module):
+    if module in GLOBAL_LIMITS_READERS:
+        return
+    lines = global_limits_reads(MODULES[module])
+    if lines:
+        pytest.fail(f"{module} reads limits_config (line {', '.join(map(str, lines))}): "
+                    "ask services/limits.py for the tenant's limits, limits.of(tenant)")
+
+
+def test_the_limits_rule_sees_a_read():
+    assert global_limits_reads(ROOT / "app.py")  # where the global is handed over

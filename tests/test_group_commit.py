@@ -10,6 +10,7 @@ import pytest
 
 import config as config_module
 from services.ingester import Ingester, RawStream
+from services.limits import Limits
 from storage.db import Database
 from tests.helpers import now_ns
 
@@ -35,7 +36,7 @@ def _hold_writer(db: Database, loop: asyncio.AbstractEventLoop):
 
 
 def test_concurrent_pushes_commit_together(db):
-    ingester = Ingester(db, config_module.Config().limits_config)
+    ingester = Ingester(db, Limits(config_module.Config().limits_config))
 
     async def scenario() -> tuple[int, int]:
         loop = asyncio.get_running_loop()

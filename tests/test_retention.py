@@ -109,8 +109,10 @@ def check_reads(client, now: int) -> None:
 def test_rules_choose_the_period():
     from config import config_from_dict
     from services.compactor import RetentionPolicy
+    from services.limits import Limits
 
-    policy = RetentionPolicy(config_from_dict(CONFIG))
+    cfg = config_from_dict(CONFIG)
+    policy = RetentionPolicy(cfg, Limits(cfg.limits_config))
     assert {key(l): policy.period_of("fake", l) for l in STREAMS} == PERIOD
     assert policy.period_of("fake", {"app": "z", "env": "x"}) == 1 * D
 

@@ -28,10 +28,12 @@ from logql.engine.common import LabelKey, NS, StepVectors, pipeline_error
 from logql.engine.functions import RANGE_FUNCTIONS, sliding_quantiles
 from logql.pipeline.builder import LabelsBuilder
 from logql.engine.results import QueryStats
+from logql.engine.unwrap_scan import DROPPED, LogfmtUnwrapScan
 from logql.reading import Reader, utf8_len
 
 _decode_md = msgspec.json.Decoder(dict[str, str]).decode
 MD_CACHE_MAX = 10_000
+_UNSET = object()
 ROLLUP_OPS = frozenset(("count_over_time", "rate", "bytes_over_time", "bytes_rate"))
 BYTES_OPS = frozenset(("bytes_over_time", "bytes_rate"))
 COUNT_OPS = frozenset(("count_over_time", "absent_over_time"))
@@ -102,7 +104,8 @@ def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op:
                   ) -> dict[LabelKey, tuple[list[int], list]]:
     """Samples per series: ``key -> (sorted timestamps, values)``; values are None for the
     count-like functions (every sample is worth 1)."""
-    plan = compile_log_query(query, labels_read_after(query, lr.unwrap, grouping))
+    only = labels_read_after(query, lr.unwrap, grouping)
+    plan = compile_log_query(query, only)
     unwrap = compile_unwrap(lr.unwrap) if lr.unwrap is not None else None
     lo = min(w[0] for w in windows)
     hi = max(w[1] for w in windows)
@@ -123,7 +126,26 @@ def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op:
     unsorted: set[LabelKey] = set()
     last_sid: dict[LabelKey, int] = {}
     lines = size = kept = 0
+
+    def add(key: LabelKey, sid: int, ts: int, value) -> None:
+        entry = series.get(key)
+        if entry is None:
+            entry = series[key] = ([], [])
+            last_sid[key] = sid
+        elif last_sid[key] != sid:
+            unsorted.add(key)
+            last_sid[key] = sid
+        tsl = entry[0]
+        if tsl and ts < tsl[-1]:
+            unsorted.add(key)
+        tsl.append(ts)
+        if not count_only:
+            entry[1].append(value)
+
     conditions = plan.conditions_for(label_sets.values())
+    shortcut = LogfmtUnwrapScan.for_plan(pipeline, unwrap, only)
+    # (stream, metadata) -> the series key of the lines the shortcut reads, None: it reads none
+    shortcut_keys: dict[tuple[int, str | None], LabelKey | None] = {}
     scan = reader.lines(sids, start, end, conditions=conditions, needles=plan.needles,
                         ordered=False)
     for rows in scan.batches():
@@ -138,6 +160,19 @@ def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op:
                     if len(md_cache) >= MD_CACHE_MAX:
                         md_cache.clear()
                     sm = md_cache[md] = _metadata_pairs(md)
+            if shortcut is not None:
+                fk = (sid, md)
+                key = shortcut_keys.get(fk, _UNSET)
+                if key is _UNSET:
+                    key = shortcut_keys[fk] = shortcut.key_for(label_sets[sid], sm, key_of)
+                if key is not None:
+                    value = shortcut.value(line)
+                    if value is DROPPED:
+                        continue
+                    if value is not None:
+                        kept += 1
+                        add(key, sid, ts, value)
+                        continue
             out = stream_pipes[sid].process(ts, line, sm)
             if out is None:
                 continue
@@ -158,19 +193,7 @@ def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op:
                     key = fast_keys[fk] = key_of(lb)
             else:
                 key = key_of(lb)
-            entry = series.get(key)
-            if entry is None:
-                entry = series[key] = ([], [])
-                last_sid[key] = sid
-            elif last_sid[key] != sid:
-                unsorted.add(key)
-                last_sid[key] = sid
-            tsl = entry[0]
-            if tsl and ts < tsl[-1]:
-                unsorted.add(key)
-            tsl.append(ts)
-            if not count_only:
-                entry[1].append(value)
+            add(key, sid, ts, value)
     stats.lines_scanned += lines
     stats.bytes_scanned += size
     stats.post_filter_lines += kept

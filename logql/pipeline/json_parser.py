@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from json.decoder import scanstring
+
+import msgspec
 
 from logql import depth
 from logql.gocompat.filters import PipelineError
@@ -150,6 +153,72 @@ class JsonParser:
 
     def __repr__(self) -> str:
         return f"JsonParser({self.extractions!r})"
+
+
+class JsonNumberGate:
+    """Drops, before `| json` flattens a line, a line that the numeric filter right after it
+    (`| json | status >= 500`) would drop: most lines of such a query are dropped, and the
+    flattening of every key was most of their cost.
+
+    Only for a name that no nested key or sanitised key can make (letters and digits: a
+    flattened name has a `_`), and only where the answer is certain: the name missing from a
+    line without escapes means no label (the filter drops those); a line that holds the name
+    once and decodes to an object whose top-level value is a number (or a numeric string)
+    is compared here. Anything else (an escape, the name twice, another type, a value Go
+    would not parse, a label already set) is left to the parser and the filter.
+    """
+
+    __slots__ = ("name", "filter")
+
+    def __init__(self, name: str, numeric_filter):
+        self.name = name
+        self.filter = numeric_filter
+
+    @staticmethod
+    def applies(name: str) -> bool:
+        return bool(_GATE_NAME.fullmatch(name))
+
+    def process(self, ts: int, line: str, labels) -> str | None:
+        name = self.name
+        if "\\" in line or labels.has(name):
+            return line
+        seen = line.count(name)
+        if seen == 0:
+            return None
+        if seen > 1:
+            return line
+        try:
+            doc = _fast_decode(line)
+        except (msgspec.DecodeError, RecursionError):
+            return line
+        if type(doc) is not dict:
+            return line
+        value = doc.get(name)
+        kind = type(value)
+        if kind is int:
+            if not -_EXACT_INT <= value <= _EXACT_INT:
+                return line
+            number = float(value)
+        elif kind is float:
+            if not math.isfinite(value):
+                return line
+            number = value
+        elif kind is str:
+            try:
+                number = self.filter._convert(value)
+            except ValueError:
+                return line  # the filter keeps the line with its error
+        else:
+            return line
+        return line if self.filter._cmp(number, self.filter.value) else None
+
+    def __repr__(self) -> str:
+        return f"JsonNumberGate({self.name!r}, {self.filter!r})"
+
+
+_GATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_EXACT_INT = 2**53  # a float holds every integer up to here exactly
+_fast_decode = msgspec.json.Decoder().decode
 
 
 _PATH_TOKEN = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:(\d+)|"((?:[^"\\]|\\.)*)")\s*\]')

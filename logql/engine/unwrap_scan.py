@@ -1,0 +1,105 @@
+"""A shortcut for the commonest unwrap query: `{...} [|= ...] | logfmt | unwrap name` grouped
+by labels the stream already has, e.g. `quantile_over_time(0.99, {job="app"} | logfmt |
+unwrap latency_ms [5m]) by (host)`.
+
+The general path parses every pair of every line into a label builder (the parser keeps only
+the labels the query reads, but still walks every pair) to find one value. Here the first
+`name=` is found by a substring search, one regular expression checks that the pairs before
+it are plain (ASCII keys, unquoted values), and a plain decimal value is the sample; the series key comes from the stream and the entry's
+structured metadata alone, worked out once per (stream, metadata). A line the expression
+does not take (a quote or an odd key before the pair, the pair missing, an empty or quoted
+value, a value Go would not parse as a float) goes through the general path, so the answer
+is the general path's on every line: tests/logql/test_unwrap_scan.py checks that line by
+line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from logql.pipeline.builder import ERROR, LabelsBuilder
+from logql.pipeline.label_filters import StringLabelFilter, Unwrap
+from logql.pipeline.line import LineFilter
+from logql.pipeline.parsers import LogfmtParser
+from logql.pipeline.stages import Pipeline
+
+# `value` of a line a leading line filter drops: the general path would drop it too
+DROPPED = object()
+# the plain pairs before the unwrapped one: ASCII keys, unquoted values, nothing a parser
+# could read differently (possessive: one pass, no backtracking)
+_PLAIN_PAIRS = re.compile(r'(?:[\x00- ]*+[A-Za-z0-9_]++(?:=[^\x00- ="]*+)?+(?=[\x00- ]))*+'
+                          r'[\x00- ]*+')
+# a value that Python's float() reads exactly as Go's ParseFloat does (no exponent, no
+# underscores, no inf or nan, too few digits to overflow), ending the pair
+_DECIMAL_VALUE = re.compile(r"(-?[0-9]{1,300}(?:\.[0-9]+)?)(?=[\x00- ]|\Z)")
+
+
+def _keeps_clean(stage) -> bool:
+    """`| __error__=""`: every sample the shortcut makes passes it (it makes none with an
+    error; a line that would have one goes the general way)."""
+    return isinstance(stage, StringLabelFilter) and stage.name == ERROR \
+        and stage.op == "=" and stage.value == ""
+
+
+class LogfmtUnwrapScan:
+    """For one plan: `value(line)` (None: take the general path) and `key_for(...)`."""
+
+    __slots__ = ("name", "matchers", "others", "_needle", "_error_key")
+
+    def __init__(self, name: str, matchers: tuple[Callable[[str], bool], ...],
+                 others: frozenset[str]):
+        self.name = name
+        self.matchers = matchers
+        # labels the query reads besides the unwrapped one; `__error__` (read by a
+        # `| __error__=""`) no stream has, but a key of the line could set it: a line with
+        # "error" in it, which every key that sanitises to it has, goes the general way
+        self._error_key = "error" if ERROR in others else None
+        self.others = others - {ERROR}
+        self._needle = name + "="
+
+    @classmethod
+    def for_plan(cls, pipeline: Pipeline, unwrap: Unwrap | None,
+                 only: frozenset[str] | None) -> "LogfmtUnwrapScan | None":
+        """The shortcut, when the query has its shape; else None."""
+        if unwrap is None or unwrap.conversion or only is None \
+                or not all(_keeps_clean(f) for f in unwrap.post_filters):
+            return None
+        stages = pipeline.stages
+        if not stages or not isinstance(stages[-1], LogfmtParser):
+            return None
+        parser = stages[-1]
+        if parser.strict or parser.keep_empty or parser.extractions is not None \
+                or parser.only != only or not all(isinstance(s, LineFilter)
+                                                  for s in stages[:-1]):
+            return None
+        name = unwrap.label
+        # a key with a leading digit sanitises to `_` + key: such a name is left alone
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
+            return None
+        return cls(name, tuple(s.match for s in stages[:-1]), only - {name})
+
+    def key_for(self, stream: dict[str, str], sm, key_of) -> tuple | None:
+        """The series key of every entry of this stream with this metadata whose value the
+        shortcut reads, or None when a line could change it (a label the query reads that
+        neither the stream nor the metadata holds would come from the line)."""
+        lb = LabelsBuilder(stream).reset(sm)
+        base = lb.base_has
+        if base(self.name) or not all(base(n) for n in self.others):
+            return None
+        return key_of(lb)
+
+    def value(self, line: str) -> float | object | None:
+        """The sample value, DROPPED, or None: the general path decides."""
+        for match in self.matchers:
+            if not match(line):
+                return DROPPED
+        if self._error_key is not None and self._error_key in line:
+            return None
+        at = line.find(self._needle)
+        # the first pair of that name, every pair before it plain: no quote can hide it,
+        # no other key sanitises to the name (an empty first value goes the general way)
+        if at < 0 or (at and line[at - 1] > " ") or not _PLAIN_PAIRS.fullmatch(line, 0, at):
+            return None
+        m = _DECIMAL_VALUE.match(line, at + len(self._needle))
+        return float(m.group(1)) if m is not None else None

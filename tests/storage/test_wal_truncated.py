@@ -1,0 +1,39 @@
+"""After sealing the WAL file is emptied: a store at rest is its database file alone (issue
+25: disk includes SQLite's -wal file)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from tests.helpers import JSON_HEADERS, push_body
+
+
+def _push(client, n: int, offset: int = 0) -> None:
+    now = time.time_ns()
+    values = [[str(now - (n - i) * 10**6), f"line {offset + i} " + "x" * 200] for i in range(n)]
+    r = client.post("/logstore/api/v1/push", headers=JSON_HEADERS,
+                    content=push_body({"app": "wal"}, values))
+    assert r.status_code == 204
+
+
+def test_a_flush_leaves_no_wal_behind(make_client, tmp_path):
+    data = tmp_path / "data"
+    client = make_client(None, data)
+    for k in range(5):
+        _push(client, 2000, k * 2000)
+    wal = data / "logstore.db-wal"
+    assert wal.stat().st_size > 1 << 20  # the pushes went through the WAL
+    assert client.post("/flush").status_code == 204
+    db = sqlite3.connect(f"file:{data / 'logstore.db'}?mode=ro", uri=True)
+    try:
+        assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == 0   # all sealed
+        assert db.execute("SELECT sum(rows) FROM blocks").fetchone()[0] == 10_000
+    finally:
+        db.close()
+    assert wal.stat().st_size == 0
+    # and the store reads back whole, from the database file alone
+    r = client.get("/logstore/api/v1/query",
+                   params={"query": 'sum(count_over_time({app="wal"}[1h]))'})
+    assert r.status_code == 200
+    assert r.json()["data"]["result"][0]["value"][1] == "10000"
