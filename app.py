@@ -58,7 +58,7 @@ def build_context(cfg: Config) -> AppContext:
     from services.ingester import Ingester
     from services.metrics import Metrics
     from services.querier import Querier
-    from services.query_gate import GateCollector
+    from services.query_gate import gate_collector
     from storage.db import Database
 
     # Reads are Python work on reader threads; with Python's 5 ms GIL switch interval four
@@ -79,7 +79,7 @@ def build_context(cfg: Config) -> AppContext:
     ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
                      services=ServiceRegistry(list(SERVICE_NAMES)), querier=querier,
                      limits=limits)
-    metrics.registry.register(GateCollector(querier.gate, querier))
+    metrics.registry.register(gate_collector(querier.gate, querier))
     grafana.register(ctx)
     inflight_service.register(ctx)
     sealer_service.register(ctx)

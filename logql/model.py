@@ -1,6 +1,7 @@
 """The one model of labels shared by the parser, the pipeline, storage and services: how a
 label set prints (Loki's `{a="1", b="2"}`, also a stream's stored identity) and what a label
-matcher offers."""
+matcher offers; with the few plain types and constants both the language and storage speak
+(storage may import nothing else of logql)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,9 @@ def label_pairs_string(pairs: Iterable[tuple[str, str]]) -> str:
 # The timestamps logstore takes: int64 nanoseconds less a day at each end, so that window
 # arithmetic near the edges of time never overflows SQLite's INTEGER
 TS_MIN, TS_MAX = -(1 << 63) + 86400 * 10**9, (1 << 63) - 1 - 86400 * 10**9
+# rollups count per minute: whole-minute windows are answered from them
+MINUTE_NS = 60 * 10**9
+
+# (needle, case_insensitive): an AND of ORs of these is what a query's line filters demand,
+# which storage checks against block Bloom filters and the full-text index
+Needle = tuple[str, bool]

@@ -24,13 +24,12 @@ from functools import lru_cache
 from logql.syntax import ast as A
 from logql.pipeline import stages as P
 from logql.gocompat.filters import PipelineError
+from logql.model import Needle
 from logql.pipeline.json_parser import JsonNumberGate, JsonParser
 from logql.pipeline.label_filters import NumericLabelFilter, RequiredLabelValues
 from logql.reading import LineConditions
 
 MIN_NEEDLE = 3
-
-Needle = tuple[str, bool]
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,9 @@ wraps any `Reader` and takes them out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 
-from logql.model import Matcher
-
-if TYPE_CHECKING:
-    from logql.pipeline.line import Needle
+from logql.model import Matcher, Needle
 
 Row = tuple  # (id, stream id, ts, line, metadata JSON text or None)
 # (stream id, metadata text or "") -> (lines per bucket, bytes per bucket); grouped counts
@@ -98,7 +95,7 @@ class LineConditions:
     pass. `label_values`: `(name, value)` pairs a `| parser | name="value"` filter demands
     of streams without that label: the line holds the value, or a backslash that could hide
     it, or the entry's metadata has the label (see RequiredLabelValues)."""
-    all_of: list[list[tuple[str, bool]]] = field(default_factory=list)
+    all_of: list[list[Needle]] = field(default_factory=list)
     none_of: list[str] = field(default_factory=list)
     label_values: list[tuple[str, str]] = field(default_factory=list)
 

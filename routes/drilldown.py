@@ -10,7 +10,7 @@ from litestar.params import FromPath
 
 from routes.deps import Ctx
 from routes.errors import PlainError
-from routes.params import Params, read_params, time_range
+from routes.params import Params, int_param, read_params, time_range
 from routes.query import parse_query, step_of
 from routes.respond import json_response
 from logql.syntax import ast as A
@@ -23,13 +23,8 @@ FIELD_LIMIT = 1000
 
 def _int(params: Params, names: tuple[str, ...], default: int) -> int:
     for name in names:
-        text = params.get(name)
-        if text:
-            try:
-                value = int(text)
-            except ValueError:
-                raise PlainError(400, f'strconv.Atoi: parsing "{text}": invalid syntax') \
-                    from None
+        if params.get(name):
+            value = int_param(params, name, default)
             if value <= 0:
                 raise PlainError(400, f"{name} must be a positive value")
             return value

@@ -10,7 +10,7 @@ from litestar import Request, Response, route
 
 from routes.deps import Ctx
 from routes.errors import PlainError
-from routes.params import Params, read_params, time_range
+from routes.params import Params, int_param, read_params, time_range
 from routes.query import step_of
 from routes.respond import json_response
 from services.selectors import parse_matchers
@@ -37,13 +37,7 @@ async def index_stats(request: Request, ctx: Ctx) -> Response:
 
 
 def _limit(params: Params) -> int:
-    text = params.get("limit")
-    if not text:
-        return DEFAULT_LIMIT
-    try:
-        value = int(text)
-    except ValueError:
-        raise PlainError(400, f'strconv.Atoi: parsing "{text}": invalid syntax') from None
+    value = int_param(params, "limit", DEFAULT_LIMIT)
     if value == 0:
         return DEFAULT_LIMIT
     if value < 0:

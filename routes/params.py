@@ -7,16 +7,19 @@ import math
 import re
 import time
 from datetime import datetime
+from typing import Callable
 from urllib.parse import parse_qsl
 
 from litestar import Request
 
-from logql.gocompat.values import parse_prom_duration
+from logql.gocompat.values import GoParseError, go_atoi, go_parse_float, parse_prom_duration
 from routes.errors import PlainError
 
 NS = 10**9
+# ASCII digits and no trailing newline, as Go's time.Parse reads it
 _RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z",
+    re.ASCII)
 
 
 class Params:
@@ -54,8 +57,8 @@ def parse_timestamp(text: str) -> int:
     """Loki's order: float seconds, integer (<= 10 chars seconds, else ns), RFC 3339."""
     if "." in text:
         try:
-            value = float(text)
-        except ValueError:
+            value = go_parse_float(text)
+        except GoParseError:
             pass
         else:
             if math.isfinite(value):
@@ -63,10 +66,10 @@ def parse_timestamp(text: str) -> int:
                 millis = round((value - secs) * 1000)
                 return secs * NS + millis * 10**6
     try:
-        number = int(text, 10) if re.fullmatch(r"[+-]?\d+", text) else None
-    except ValueError:
-        number = None
-    if number is not None and -(2**63) <= number < 2**63:
+        number = go_atoi(text)  # Go's ParseInt(text, 10, 64) takes exactly what Atoi takes
+    except GoParseError:
+        pass
+    else:
         return number * NS if len(text) <= 10 else number
     m = _RFC3339.match(text)
     if m:
@@ -86,16 +89,26 @@ def parse_timestamp(text: str) -> int:
     raise ValueError(f'strconv.ParseInt: parsing "{text}": invalid syntax')
 
 
-def timestamp_param(params: Params, name: str, default: int, *, prefixed: bool = True) -> int:
+def _param(params: Params, name: str, default: int, parse: Callable[[str], int],
+           prefix: str = "") -> int:
+    """`default` when absent or empty; a value `parse` refuses is a 400 with its text."""
     text = params.get(name)
     if not text:
         return default
     try:
-        return parse_timestamp(text)
+        return parse(text)
     except ValueError as exc:
-        msg = str(exc)
-        raise PlainError(400, f"could not parse '{name}' parameter: {msg}" if prefixed
-                         else msg) from None
+        raise PlainError(400, prefix + str(exc)) from None
+
+
+def timestamp_param(params: Params, name: str, default: int, *, prefixed: bool = True) -> int:
+    return _param(params, name, default, parse_timestamp,
+                  f"could not parse '{name}' parameter: " if prefixed else "")
+
+
+def int_param(params: Params, name: str, default: int) -> int:
+    """An integer parameter as Loki reads one (Go's strconv.Atoi, its text on a 400)."""
+    return _param(params, name, default, go_atoi)
 
 
 def time_range(params: Params, default_since: int = 3600 * NS) -> tuple[int, int]:
@@ -119,8 +132,8 @@ def time_range(params: Params, default_since: int = 3600 * NS) -> tuple[int, int
 def step_param(text: str) -> int:
     """A float number of seconds or a Prometheus duration, in ns."""
     try:
-        value = float(text)
-    except ValueError:
+        value = go_parse_float(text)
+    except GoParseError:
         try:
             return parse_duration(text)
         except ValueError:

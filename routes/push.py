@@ -146,7 +146,16 @@ def _inflate_zstd(body: bytes, most: int, count: Callable[[int], None]) -> bytea
             piece = reader.read(n)
             return piece, not piece
 
-        return _in_steps(most, count, step)
+        out = _in_steps(most, count, step)
+    if len(out) < most:
+        # the reader ends quietly where a cut body ends: a frame that never finished is
+        # refused, as gzip, deflate and lz4 refuse theirs (inflating it again costs no more
+        # than the reader just inflated, which stayed under the limit)
+        check = zstandard.ZstdDecompressor().decompressobj()
+        check.decompress(body)
+        if not check.eof:
+            raise EOFError("unexpected end of zstd frame")
+    return out
 
 
 def _inflate_lz4(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:

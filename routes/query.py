@@ -8,7 +8,6 @@ routes/errors.py.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from typing import Any
 
@@ -22,27 +21,20 @@ from logql.engine.metrics import check_resolution, default_step_ns
 from logql.gocompat.values import parse_go_duration
 from logql.engine.results import QueryStats, stats_json
 from routes.errors import PlainError
-from routes.params import Params, parse_timestamp, read_params, step_param, time_range
+from routes.params import (Params, int_param, parse_timestamp, read_params, step_param,
+                           time_range)
 from routes.respond import json_response
 from routes.deps import Ctx
 
 log = logging.getLogger("logstore.query")
 
 CATEGORIZE = "categorize-labels"
-_INT = re.compile(r"[+-]?\d+")
 
 
 # -- parameters ------------------------------------------------------------------------------
 
 def limit_param(params: Params) -> int:
-    text = params.get("limit")
-    if not text:
-        return 100
-    if not _INT.fullmatch(text):
-        raise PlainError(400, f'strconv.Atoi: parsing "{text}": invalid syntax')
-    value = int(text)
-    if not -(2**63) <= value < 2**63:
-        raise PlainError(400, f'strconv.Atoi: parsing "{text}": value out of range')
+    value = int_param(params, "limit", 100)
     if value <= 0:
         raise PlainError(400, "limit must be a positive value")
     return value

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from typing import Any
 from urllib.parse import parse_qsl
@@ -28,7 +27,7 @@ from logql import ParseError, parse_expr
 from logql.syntax import ast as A
 from logql.plan import compile_log_query
 from logql.gocompat.filters import PipelineError
-from routes.params import NS, Params, timestamp_param
+from routes.params import NS, Params, int_param, timestamp_param
 from routes.deps import Ctx
 from services.errors import PlainError
 from services.tail import MAX_TAIL_SECONDS, TailHub, Tailer, TooManyTails, register
@@ -37,7 +36,6 @@ log = logging.getLogger("logstore.tail")
 
 MAX_DELAY_SECONDS = 5
 CATEGORIZE = "categorize-labels"
-_INT = re.compile(r"[+-]?\d+")
 _encode = msgspec.json.Encoder().encode
 
 
@@ -46,16 +44,6 @@ class _TailRequest:
                  delay: int, categorize: bool):
         self.tenant, self.query, self.limit, self.start = tenant, query, limit, start
         self.delay, self.categorize = delay, categorize
-
-
-def _int_param(params: Params, name: str, default: int) -> int:
-    text = params.get(name)
-    if not text:
-        return default
-    if not _INT.fullmatch(text) or not -(2**63) <= int(text) < 2**63:
-        reason = "invalid syntax" if not _INT.fullmatch(text) else "value out of range"
-        raise PlainError(400, f'strconv.Atoi: parsing "{text}": {reason}')
-    return int(text)
 
 
 def _read_request(socket: WebSocket, ctx: Ctx, legacy: bool) -> _TailRequest:
@@ -70,12 +58,12 @@ def _read_request(socket: WebSocket, ctx: Ctx, legacy: bool) -> _TailRequest:
         expr = parse_expr(text)
     except ParseError as exc:
         raise PlainError(400, str(exc)) from None
-    limit = _int_param(params, "limit", 100)
+    limit = int_param(params, "limit", 100)
     if limit <= 0:
         raise PlainError(400, "limit must be a positive value")
     ctx.querier.check_entries_limit(tenant, limit)
     start = timestamp_param(params, "start", time.time_ns() - 3600 * NS)
-    delay = _int_param(params, "delay_for", 0)
+    delay = int_param(params, "delay_for", 0)
     if delay > MAX_DELAY_SECONDS:
         raise PlainError(400, f"delay_for can't be greater than {MAX_DELAY_SECONDS}")
     query = expr if isinstance(expr, A.LogQuery) else None

@@ -21,11 +21,10 @@ import logging
 import time
 from typing import Any, Callable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from logql import parse_selector
 from services.base import cancel_task, on_lifespan
 from services.limits import Limits
+from services.metrics import ScrapeCollector, counter, gauge
 from storage import retention, sealing
 
 log = logging.getLogger("logstore.compactor")
@@ -155,38 +154,30 @@ class Compactor:
             return removed
 
 
-class _CompactorCollector:
-    def __init__(self, compactor: Compactor):
-        self.c = compactor
+def _collector(c: Compactor) -> ScrapeCollector:
+    def of_deletions(read: Callable[[Any], Any]) -> Callable[[], Any]:
+        return lambda: None if c.deletions is None else read(c.deletions)  # no deletion API
 
-    def collect(self):
-        yield CounterMetricFamily("logstore_compactor_retention_sweeps",
-                                  "Retention sweeps the compactor ran.", value=self.c.sweeps)
-        yield CounterMetricFamily("logstore_compactor_retention_lines_removed",
-                                  "Lines the retention sweeps removed from disk.",
-                                  value=self.c.lines_removed)
-        yield CounterMetricFamily("logstore_compactor_streams_removed",
-                                  "Streams removed because no line was left.",
-                                  value=self.c.streams_removed)
-        if self.c.deletions is not None:
-            d = self.c.deletions
-            yield CounterMetricFamily("logstore_compactor_delete_pieces_processed",
-                                      "Delete request pieces removed from disk.",
-                                      value=d.pieces_processed)
-            yield CounterMetricFamily("logstore_compactor_deleted_lines",
-                                      "Lines delete requests removed from disk.",
-                                      value=d.lines_deleted)
-            yield CounterMetricFamily("logstore_compactor_deleted_bytes",
-                                      "Bytes of log lines delete requests removed from disk.",
-                                      value=d.bytes_deleted)
-            by_status = GaugeMetricFamily("logstore_compactor_delete_requests",
-                                          "Delete requests by status.", labels=["status"])
-            for status, n in sorted(d.status_counts.items()):
-                by_status.add_metric([status], n)
-            yield by_status
-        yield GaugeMetricFamily("logstore_compactor_last_sweep_seconds",
-                                "How long the last compactor sweep took.",
-                                value=self.c.last_duration)
+    return ScrapeCollector(
+        counter("logstore_compactor_retention_sweeps", "Retention sweeps the compactor ran.",
+                lambda: c.sweeps),
+        counter("logstore_compactor_retention_lines_removed",
+                "Lines the retention sweeps removed from disk.", lambda: c.lines_removed),
+        counter("logstore_compactor_streams_removed",
+                "Streams removed because no line was left.", lambda: c.streams_removed),
+        counter("logstore_compactor_delete_pieces_processed",
+                "Delete request pieces removed from disk.",
+                of_deletions(lambda d: d.pieces_processed)),
+        counter("logstore_compactor_deleted_lines", "Lines delete requests removed from disk.",
+                of_deletions(lambda d: d.lines_deleted)),
+        counter("logstore_compactor_deleted_bytes",
+                "Bytes of log lines delete requests removed from disk.",
+                of_deletions(lambda d: d.bytes_deleted)),
+        gauge("logstore_compactor_delete_requests", "Delete requests by status.",
+              of_deletions(lambda d: [([s], n) for s, n in sorted(d.status_counts.items())]),
+              labels=["status"]),
+        gauge("logstore_compactor_last_sweep_seconds", "How long the last compactor sweep took.",
+              lambda: c.last_duration))
 
 
 def register(ctx: Any) -> Compactor:
@@ -199,6 +190,6 @@ def register(ctx: Any) -> Compactor:
     if policy.enabled:
         ctx.querier.cutoff_of = policy.cutoff_of
         ctx.querier.retention_active = lambda: policy.active
-    ctx.metrics.registry.register(_CompactorCollector(compactor))
+    ctx.metrics.registry.register(_collector(compactor))
     on_lifespan(ctx, compactor.start, compactor.stop)
     return compactor

@@ -33,7 +33,7 @@ MAX_INTERVAL_CAP = 24 * 3600 * 10**9
 # sealed blocks rewritten per writer job, and the pause after each batch (x its duration)
 REWRITE_BATCH = 16
 PAUSE_FACTOR = 1.0
-_UNIX_SECONDS = re.compile(r"^\d{10}$")
+_UNIX_SECONDS = re.compile(r"[0-9]{10}\Z")  # ASCII only, no trailing newline: Go's reading
 
 
 def _bad(message: str) -> PlainError:

@@ -13,27 +13,29 @@ its latest value, tried as Go tries it: int, float, boolean, duration, bytes, st
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from logql.gocompat.values import GoParseError, parse_go_duration
+from logql.gocompat.values import go_atoi, go_parse_float, parse_bytes, parse_go_duration
 from logql.pipeline.builder import ERROR, ERROR_DETAILS, LabelsBuilder
 from logql.pipeline.json_parser import JsonParser
-from logql.pipeline.keys import _json_segment
+from logql.pipeline.keys import json_segment
 from logql.pipeline.parsers import LogfmtParser
 
 STATIC_LABELS = {"cluster", "namespace", "instance", "pod"}
 _SKIP = {ERROR, ERROR_DETAILS, "__preserve_error__"}
-_GO_INT = re.compile(r"^[+-]?\d+$")
-_GO_FLOAT = re.compile(r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))$")
-_GO_HEX_FLOAT = re.compile(r"^[+-]?0[xX]([0-9a-fA-F_]*\.?[0-9a-fA-F_]*)[pP][+-]?\d+$")
 _GO_BOOL = {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"}
-# go-humanize ParseBytes: a number, optional space, a unit
-_BYTES = re.compile(r"^([0-9.,]*\.?[0-9]+)\s*([a-zA-Z]*)$")
-_BYTE_UNITS = {"", "b", "k", "kb", "ki", "kib", "m", "mb", "mi", "mib", "g", "gb", "gi", "gib",
-               "t", "tb", "ti", "tib", "p", "pb", "pi", "pib", "e", "eb", "ei", "eib"}
+
+
+def _go_parse_bool(value: str) -> None:
+    if value not in _GO_BOOL:
+        raise ValueError(value)
+
+
+# Loki's order: strconv.ParseInt, ParseFloat, ParseBool, time.ParseDuration, humanize.ParseBytes
+_TYPED_PARSERS = (("int", go_atoi), ("float", go_parse_float), ("boolean", _go_parse_bool),
+                  ("duration", parse_go_duration), ("bytes", parse_bytes))
 
 
 def _is_id(value: str) -> bool:
@@ -68,26 +70,13 @@ def detected_labels(label_sets: Iterable[dict[str, str]]) -> list[dict[str, Any]
 
 
 def field_type(value: str) -> str:
-    if _GO_INT.match(value):
-        return "int"
-    if _go_float(value):
-        return "float"
-    if value in _GO_BOOL:
-        return "boolean"
-    try:
-        parse_go_duration(value)
-        return "duration"
-    except (GoParseError, ValueError):
-        pass
-    m = _BYTES.match(value.strip())
-    if m and m.group(2).lower() in _BYTE_UNITS:
-        return "bytes"
+    for name, parse in _TYPED_PARSERS:
+        try:
+            parse(value)
+        except ValueError:
+            continue
+        return name
     return "string"
-
-
-def _go_float(value: str) -> bool:
-    """strconv.ParseFloat(value, 64) succeeds (decimal, hex with 0x and p, inf, nan)."""
-    return bool(_GO_FLOAT.match(value) or _GO_HEX_FLOAT.match(value))
 
 
 @dataclass
@@ -111,7 +100,7 @@ def _json_paths(line: str) -> dict[str, list[str]]:
     while stack:
         items, prefix, path = stack[-1]
         for key, value in items:
-            seg = _json_segment(key)
+            seg = json_segment(key)
             name = prefix + "_" + seg if prefix and seg else prefix or seg
             if isinstance(value, dict):
                 stack.append((iter(value.items()), name, path + [key]))

@@ -8,7 +8,7 @@ from typing import Any
 
 from services import grafana_objects as objects
 from services import grafana_perms as perms
-from services.grafana_common import Caller, GrafanaError, parse_int
+from services.grafana_common import Caller, GrafanaError, go_int
 from storage import grafana as store
 
 
@@ -31,7 +31,7 @@ def star(conn: Any, caller: Caller, on: bool, uid: str | None, raw_id: str | Non
 
 
 def dashboard_by_id(conn: Any, caller: Caller, raw_id: str) -> dict[str, Any]:
-    row = store.by_id(conn, caller.org_id, parse_int(raw_id))
+    row = store.by_id(conn, caller.org_id, go_int(raw_id) or 0)
     if row is None or row["is_folder"]:
         raise GrafanaError(404, "Dashboard not found")
     return row
@@ -59,7 +59,7 @@ def folder_dto(conn: Any, caller: Caller, uid: str) -> dict:
 
 
 def folder_dto_by_id(conn: Any, caller: Caller, raw_id: str) -> dict:
-    row = store.by_id(conn, caller.org_id, parse_int(raw_id))
+    row = store.by_id(conn, caller.org_id, go_int(raw_id) or 0)
     if row is None or not row["is_folder"]:
         raise GrafanaError(404, "folder not found", "not-found")
     return folder_dto(conn, caller, row["uid"])

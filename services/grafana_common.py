@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from logql.gocompat.values import GoParseError, go_atoi
+
 ORG_ID = 1
 ORG_NAME = "Main Org."
 GRAFANA_VERSION = "11.3.0"
@@ -80,11 +82,9 @@ def now_text() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(Clock.now()))
 
 
-def parse_int(text: str | None) -> int:
-    """Grafana's lenient integer: anything that does not parse is 0."""
-    if text is None:
-        return 0
+def go_int(text: str | None) -> int | None:
+    """Grafana's lenient integer: Go's strconv.Atoi, None where it fails (callers default)."""
     try:
-        return int(text.strip())
-    except ValueError:
-        return 0
+        return go_atoi(text) if text is not None else None
+    except GoParseError:
+        return None

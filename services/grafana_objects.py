@@ -15,7 +15,8 @@ import msgspec
 
 from services.grafana_auth import new_uid
 from services.grafana_common import (ADMIN, EDIT, VIEW, Caller, GrafanaError, bad_request,
-                                     dashboard_not_found, folder_not_found, forbidden, now_text)
+                                     dashboard_not_found, folder_not_found, forbidden, go_int,
+                                     now_text)
 from services.grafana_perms import can_create_in, default_entries, level_of
 from services.grafana_search import folder_url, subject_of
 from services.grafana_slug import slugify
@@ -180,10 +181,9 @@ def delete_dashboard(conn: sqlite3.Connection, caller: Caller, uid: str) -> dict
 def star_target(conn: sqlite3.Connection, caller: Caller, *, uid: str | None = None,
                 raw_id: str | None = None) -> int:
     if raw_id is not None:
-        try:
-            dash_id = int(raw_id)
-        except ValueError:
-            raise bad_request("Invalid dashboard ID") from None
+        dash_id = go_int(raw_id)
+        if dash_id is None:
+            raise bad_request("Invalid dashboard ID")
         if dash_id <= 0:
             raise bad_request("Missing dashboard id")
         row = store.by_id(conn, caller.org_id, dash_id)

@@ -3,20 +3,18 @@ hits in Grafana 11's shape (spec/search.md §1)."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from urllib.parse import parse_qsl
 
 import msgspec
 
-from services.grafana_common import EDIT, VIEW, Caller, GrafanaError
+from services.grafana_common import EDIT, VIEW, Caller, GrafanaError, go_int
 from services.grafana_slug import slugify
 from storage import grafana as store
 
 MAX_LIMIT = 5000
 DEFAULT_LIMIT = 1000
 MAX_QUERY = 10_000
-_GO_INT = re.compile(r"^[+-]?[0-9]+$")
 
 
 class Hit(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -41,17 +39,6 @@ class Hit(msgspec.Struct, omit_defaults=True, kw_only=True):
     permanentlyDeleteDate: str = ""
 
 
-def go_int(text: str) -> int | None:
-    """strconv.Atoi: optional sign and digits only, else None."""
-    if _GO_INT.match(text):
-        try:
-            value = int(text)
-        except ValueError:
-            return None
-        return value if -(1 << 63) <= value < (1 << 63) else None
-    return None
-
-
 class Query:
     """Every value of every query-string parameter, in order."""
 
@@ -70,9 +57,7 @@ class Query:
         return self.values.get(name, [])
 
     def int(self, name: str) -> int:
-        value = self.first(name)
-        parsed = go_int(value) if value is not None else None
-        return parsed or 0
+        return go_int(self.first(name)) or 0
 
 
 class SearchParams(msgspec.Struct):

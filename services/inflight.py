@@ -13,9 +13,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from services.errors import PlainError
+from services.metrics import ScrapeCollector, counter, gauge
 
 BUSY = "The server cannot accept more requests at this time."
 
@@ -52,21 +51,13 @@ class Held:
         self.bytes += n
 
 
-class _Collector:
-    def __init__(self, budget: InflightBytes):
-        self.budget = budget
-
-    def collect(self):
-        yield GaugeMetricFamily("logstore_distributor_inflight_bytes",
-                                "Bytes of push bodies (read and inflated) held right now.",
-                                value=self.budget.total)
-        yield CounterMetricFamily("logstore_distributor_inflight_refused",
-                                  "Pushes answered 503 because distributor.max_inflight_bytes "
-                                  "was reached.", value=self.budget.refused)
-
-
 def register(ctx: Any) -> InflightBytes:
     budget = InflightBytes(ctx.config.distributor.max_inflight_bytes)
     ctx.extras["inflight_bytes"] = budget
-    ctx.metrics.registry.register(_Collector(budget))
+    ctx.metrics.registry.register(ScrapeCollector(
+        gauge("logstore_distributor_inflight_bytes",
+              "Bytes of push bodies (read and inflated) held right now.", lambda: budget.total),
+        counter("logstore_distributor_inflight_refused",
+                "Pushes answered 503 because distributor.max_inflight_bytes was reached.",
+                lambda: budget.refused)))
     return budget

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from services.metrics import ScrapeCollector, counter
+
 MB = 1024 * 1024
 IDLE_NS = 30 * 60 * 10**9
 RATE_TEXT = ("ingestion rate limit exceeded for user {tenant} (limit: {limit} bytes/sec) while "
@@ -113,24 +115,13 @@ class IngestLimits:
         return None
 
 
-class _DiscardedCollector:
-    def __init__(self, limits: IngestLimits):
-        self.limits = limits
-
-    def collect(self):
-        from prometheus_client.core import CounterMetricFamily
-        lines = CounterMetricFamily("logstore_discarded_samples",
-                                    "Lines refused by an ingest limit.",
-                                    labels=["reason", "tenant"])
-        size = CounterMetricFamily("logstore_discarded_bytes",
-                                   "Bytes refused by an ingest limit.",
-                                   labels=["reason", "tenant"])
-        for (tenant, reason), (n, b) in sorted(self.limits.discarded.items()):
-            lines.add_metric([reason, tenant], n)
-            size.add_metric([reason, tenant], b)
-        yield lines
-        yield size
-
-
 def register_metrics(ctx: Any, limits: IngestLimits) -> None:
-    ctx.metrics.registry.register(_DiscardedCollector(limits))
+    def discarded(pick: int) -> Callable[[], list]:
+        return lambda: [([reason, tenant], counts[pick])
+                        for (tenant, reason), counts in sorted(limits.discarded.items())]
+
+    ctx.metrics.registry.register(ScrapeCollector(
+        counter("logstore_discarded_samples", "Lines refused by an ingest limit.",
+                discarded(0), labels=["reason", "tenant"]),
+        counter("logstore_discarded_bytes", "Bytes refused by an ingest limit.",
+                discarded(1), labels=["reason", "tenant"])))

@@ -2,27 +2,52 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram,
                                PlatformCollector, ProcessCollector)
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 
-class _StorageCollector:
-    """Read at scrape time from the database object: no bookkeeping on the write path."""
+class Family(NamedTuple):
+    """A family read at each scrape: `read()` gives its value or, with `labels`, its
+    (label values, value) pairs; None leaves the family out of that scrape."""
+    kind: type
+    name: str
+    help: str
+    read: Callable[[], Any]
+    labels: Sequence[str] = ()
 
-    def __init__(self, size: Callable[[], int], commits: Callable[[], int]):
-        self._size = size
-        self._commits = commits
 
-    def collect(self):
-        yield GaugeMetricFamily("logstore_sqlite_size_bytes",
-                                "Bytes on disk of the SQLite database, WAL included.",
-                                value=self._size())
-        yield CounterMetricFamily("logstore_writer_commits",
-                                  "Group-commit transactions committed by the writer.",
-                                  value=self._commits())
+def counter(name: str, help_text: str, read: Callable[[], Any],
+            labels: Sequence[str] = ()) -> Family:
+    return Family(CounterMetricFamily, name, help_text, read, labels)
+
+
+def gauge(name: str, help_text: str, read: Callable[[], Any],
+          labels: Sequence[str] = ()) -> Family:
+    return Family(GaugeMetricFamily, name, help_text, read, labels)
+
+
+class ScrapeCollector:
+    """Numbers read at scrape time from the objects that keep them, so the hot paths (push,
+    reads, sealing) do no metrics bookkeeping of their own."""
+
+    def __init__(self, *families: Family):
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        for f in self.families:
+            got = f.read()
+            if got is None:
+                continue
+            if not f.labels:
+                yield f.kind(f.name, f.help, value=got)
+                continue
+            family = f.kind(f.name, f.help, labels=list(f.labels))
+            for label_values, value in got:
+                family.add_metric(list(label_values), value)
+            yield family
 
 
 class Metrics:
@@ -37,7 +62,11 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
-        self.registry.register(_StorageCollector(db_size, db_commits))
+        self.registry.register(ScrapeCollector(
+            gauge("logstore_sqlite_size_bytes",
+                  "Bytes on disk of the SQLite database, WAL included.", db_size),
+            counter("logstore_writer_commits",
+                    "Group-commit transactions committed by the writer.", db_commits)))
         self.lines = Counter("logstore_distributor_lines_received",
                              "Log lines accepted by push, per tenant.", ["tenant"],
                              registry=self.registry)

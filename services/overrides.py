@@ -21,11 +21,11 @@ import logging
 from typing import Any, Callable
 
 import yaml
-from prometheus_client.core import GaugeMetricFamily
 
 from config import ConfigError, LimitsConfig, check_limits, limits_diff
 from services.base import cancel_task, on_lifespan
 from services.limits import TENANT_KEYS, Limits
+from services.metrics import ScrapeCollector, gauge
 
 log = logging.getLogger("logstore.overrides")
 # keys a Loki runtime file may hold besides `overrides`; logstore has no use for them
@@ -135,24 +135,17 @@ class Overrides(Limits):
             self.reload()
 
 
-class _OverridesCollector:
-    def __init__(self, overrides: Overrides):
-        self.o = overrides
-
-    def collect(self):
-        yield GaugeMetricFamily("logstore_runtime_config_last_reload_successful",
-                                "Whether the last runtime config reload was accepted.",
-                                value=1.0 if self.o.last_reload_ok else 0.0)
-        yield GaugeMetricFamily("logstore_runtime_config_tenants",
-                                "Tenants with limits overridden in the runtime config.",
-                                value=len(self.o.tenants))
-
-
 def register(ctx: Any) -> Overrides:
     """Reload `ctx.limits` (an Overrides, built in app.py) from its file while running."""
     overrides = ctx.limits
     ctx.extras["overrides"] = overrides
-    ctx.metrics.registry.register(_OverridesCollector(overrides))
+    ctx.metrics.registry.register(ScrapeCollector(
+        gauge("logstore_runtime_config_last_reload_successful",
+              "Whether the last runtime config reload was accepted.",
+              lambda: 1.0 if overrides.last_reload_ok else 0.0),
+        gauge("logstore_runtime_config_tenants",
+              "Tenants with limits overridden in the runtime config.",
+              lambda: len(overrides.tenants))))
     from services.ingest_limits import IngestLimits, register_metrics
     ctx.ingester.ingest_limits = IngestLimits(overrides.of)
     register_metrics(ctx, ctx.ingester.ingest_limits)

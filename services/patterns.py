@@ -20,9 +20,8 @@ import logging
 import time
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from services.base import cancel_task, on_lifespan
+from services.metrics import ScrapeCollector, counter, gauge
 from services.pattern_miner import Cluster, Miner
 from storage import patterns as store
 from storage.entries import newest_head_id
@@ -194,18 +193,6 @@ def _level(metadata: str | None) -> str:
         return "unknown"
 
 
-class _PatternsCollector:
-    def __init__(self, patterns: Patterns):
-        self.p = patterns
-
-    def collect(self):
-        yield CounterMetricFamily("logstore_patterns_lines_mined",
-                                  "Lines the pattern miner has read.", value=self.p.lines_mined)
-        yield GaugeMetricFamily("logstore_patterns_templates",
-                                "Templates the miner holds, over every stream.",
-                                value=sum(len(m.clusters) for m in self.p.miners.values()))
-
-
 def register(ctx: Any) -> Patterns:
     from services.ingester import add_written_listener
 
@@ -218,6 +205,10 @@ def register(ctx: Any) -> Patterns:
         deletions = ctx.extras.get("deletions")
         if deletions is not None:
             deletions.removed_listeners.append(patterns.forget_lines)
-    ctx.metrics.registry.register(_PatternsCollector(patterns))
+    ctx.metrics.registry.register(ScrapeCollector(
+        counter("logstore_patterns_lines_mined", "Lines the pattern miner has read.",
+                lambda: patterns.lines_mined),
+        gauge("logstore_patterns_templates", "Templates the miner holds, over every stream.",
+              lambda: sum(len(m.clusters) for m in patterns.miners.values()))))
     on_lifespan(ctx, patterns.start, patterns.stop)
     return patterns

@@ -11,8 +11,8 @@ from urllib.parse import urlparse
 
 from logql.gocompat.values import GoParseError, parse_prom_duration
 from logql.template.errors import TemplateError, TemplateExecError
-from logql.template.funcs import (FUNCS, A, S, Func, FuncError, _regex, _regex_replace_all,
-                                  _title)
+from logql.template.funcs import (FUNCS, A, S, Func, FuncError, func_regex, regex_replace_all,
+                                  go_title)
 from logql.template.gotime import GoTime
 from logql.template.parse import Template
 
@@ -125,7 +125,7 @@ def _parse_duration(s: str) -> float:
 
 
 def _match(pattern: str, s: str) -> bool:
-    return _regex(pattern).search(s) is not None
+    return func_regex(pattern).search(s) is not None
 
 
 def _strip_port(host: str) -> str:
@@ -162,11 +162,11 @@ PROM_FUNCS.update({
     "toTime": Func(_to_time, (A,)),
     "toDuration": Func(lambda v: humanize_duration(v), (A,)),
     "parseDuration": Func(_parse_duration, (S,)),
-    "title": Func(_title, (S,)),
+    "title": Func(go_title, (S,)),
     "toUpper": Func(str.upper, (S,)),
     "toLower": Func(str.lower, (S,)),
     "match": Func(_match, (S, S)),
-    "reReplaceAll": Func(lambda r, repl, text: _regex_replace_all(r, text, repl, False),
+    "reReplaceAll": Func(lambda r, repl, text: regex_replace_all(r, text, repl, False),
                          (S, S, S)),
     "safeHtml": Func(lambda s: s, (S,)),
     "stripPort": Func(_strip_port, (S,)),

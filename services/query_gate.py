@@ -16,6 +16,8 @@ import asyncio
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
+from services.metrics import ScrapeCollector, counter, gauge
+
 TOO_MANY_OUTSTANDING = "too many outstanding requests"
 
 
@@ -111,20 +113,12 @@ class QueryGate:
                 return
 
 
-class GateCollector:
+def gate_collector(gate: QueryGate, querier: Any) -> ScrapeCollector:
     """The gate and the querier in /metrics."""
-
-    def __init__(self, gate: QueryGate, querier: Any):
-        self.gate, self.querier = gate, querier
-
-    def collect(self) -> Any:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-        yield GaugeMetricFamily("logstore_query_reads_running",
-                                "Reads running on reader threads now.",
-                                value=self.querier.reads_running)
-        yield CounterMetricFamily("logstore_query_reads_cancelled",
-                                  "Reads stopped because their client went away.",
-                                  value=self.querier.reads_cancelled)
-        yield CounterMetricFamily("logstore_query_scheduler_discarded_requests",
-                                  "Reads refused 429: too many outstanding for the tenant.",
-                                  value=self.gate.refused)
+    return ScrapeCollector(
+        gauge("logstore_query_reads_running", "Reads running on reader threads now.",
+              lambda: querier.reads_running),
+        counter("logstore_query_reads_cancelled", "Reads stopped because their client went away.",
+                lambda: querier.reads_cancelled),
+        counter("logstore_query_scheduler_discarded_requests",
+                "Reads refused 429: too many outstanding for the tenant.", lambda: gate.refused))

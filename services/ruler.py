@@ -17,12 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
 from logql import parse_expr
 from services.alerting import RuleState, alertmanager_payload, label_key
 from services.base import cancel_task, on_lifespan
 from services.errors import PlainError
+from services.metrics import ScrapeCollector, counter, gauge
 from services.notifier import Notifier
 from services.remote_write import RemoteWriter
 from services.rulegroups import RuleGroup, decode_group, to_yaml, validate_group
@@ -276,76 +275,64 @@ class Ruler:
         return [r for (t, _, _), r in sorted(self.runs.items()) if t == tenant]
 
 
-class _RulerCollector:
-    def __init__(self, ruler: Ruler):
-        self.r = ruler
+def _collector(r: Ruler) -> ScrapeCollector:
+    group = ["tenant", "rule_group"]
 
-    def collect(self):
-        r = self.r
-        labels = ["tenant", "rule_group"]
-        iterations = CounterMetricFamily("logstore_ruler_group_iterations",
-                                         "Rule group evaluations.", labels=labels)
-        missed = CounterMetricFamily("logstore_ruler_group_iterations_missed",
-                                     "Evaluations skipped because the previous one outlasted "
-                                     "the group's interval.", labels=labels)
-        duration = GaugeMetricFamily("logstore_ruler_group_last_duration_seconds",
-                                     "How long the group's last evaluation took.",
-                                     labels=labels)
-        for run in r.runs.values():
-            lv = [run.tenant, f"{run.namespace};{run.group.name}"]
-            iterations.add_metric(lv, run.iterations)
-            missed.add_metric(lv, run.missed)
-            duration.add_metric(lv, run.evaluation_time)
-        yield from (iterations, missed, duration)
-        yield CounterMetricFamily("logstore_ruler_evaluations", "Rule evaluations.",
-                                  value=r.evaluations)
-        yield CounterMetricFamily("logstore_ruler_evaluation_failures",
-                                  "Rule evaluations that failed.", value=r.failures)
-        n = r.notifier
-        sent = CounterMetricFamily("logstore_ruler_notifications_sent",
-                                   "Alerts sent to Alertmanager.", labels=["alertmanager"])
-        errors = CounterMetricFamily("logstore_ruler_notifications_errors",
-                                     "Alerts Alertmanager did not take after retries.",
-                                     labels=["alertmanager"])
-        for url in n.urls:
-            sent.add_metric([url], n.sent[url])
-            errors.add_metric([url], n.errors[url])
-        yield from (sent, errors)
-        yield CounterMetricFamily("logstore_ruler_notifications_dropped",
-                                  "Alerts dropped because the queue was full.",
-                                  value=n.dropped)
-        yield GaugeMetricFamily("logstore_ruler_notification_queue_length",
-                                "Alerts waiting to be sent.", value=len(n.queue))
-        yield GaugeMetricFamily("logstore_ruler_notification_queue_capacity",
-                                "Capacity of the alert queue.", value=n.capacity)
-        w = r.remote
-        families = {
-            "sent": ("logstore_ruler_remote_write_samples_sent", "Samples a receiver took."),
-            "failed": ("logstore_ruler_remote_write_samples_failed",
-                       "Samples a receiver refused (4xx), dropped."),
-            "dropped": ("logstore_ruler_remote_write_samples_dropped",
-                        "Buffered samples dropped to stay within max_buffered_samples."),
-            "retries": ("logstore_ruler_remote_write_retries",
-                        "Sends retried after a 5xx, 429 or connection failure."),
-        }
-        for attr, (name, text) in families.items():
-            fam = CounterMetricFamily(name, text, labels=["client"])
-            for client, v in getattr(w, attr).items():
-                fam.add_metric([client], v)
-            yield fam
-        if w.enabled:
-            buffered = GaugeMetricFamily("logstore_ruler_remote_write_buffered_samples",
-                                         "Samples waiting in SQLite for a receiver.",
-                                         labels=["client"])
-            counts = r.db.read_sync(store.buffered)
-            for client in w.clients:
-                buffered.add_metric([client], counts.get(client, 0))
-            yield buffered
+    def per_group(attr: str) -> Callable[[], list]:
+        return lambda: [([run.tenant, f"{run.namespace};{run.group.name}"], getattr(run, attr))
+                        for run in r.runs.values()]
+
+    def per_alertmanager(attr: str) -> Callable[[], list]:
+        return lambda: [([url], getattr(r.notifier, attr)[url]) for url in r.notifier.urls]
+
+    def per_client(attr: str) -> Callable[[], list]:
+        return lambda: [([client], v) for client, v in getattr(r.remote, attr).items()]
+
+    def buffered() -> list | None:
+        if not r.remote.enabled:
+            return None
+        counts = r.db.read_sync(store.buffered)
+        return [([client], counts.get(client, 0)) for client in r.remote.clients]
+
+    return ScrapeCollector(
+        counter("logstore_ruler_group_iterations", "Rule group evaluations.",
+                per_group("iterations"), group),
+        counter("logstore_ruler_group_iterations_missed",
+                "Evaluations skipped because the previous one outlasted the group's interval.",
+                per_group("missed"), group),
+        gauge("logstore_ruler_group_last_duration_seconds",
+              "How long the group's last evaluation took.", per_group("evaluation_time"), group),
+        counter("logstore_ruler_evaluations", "Rule evaluations.", lambda: r.evaluations),
+        counter("logstore_ruler_evaluation_failures", "Rule evaluations that failed.",
+                lambda: r.failures),
+        counter("logstore_ruler_notifications_sent", "Alerts sent to Alertmanager.",
+                per_alertmanager("sent"), ["alertmanager"]),
+        counter("logstore_ruler_notifications_errors",
+                "Alerts Alertmanager did not take after retries.",
+                per_alertmanager("errors"), ["alertmanager"]),
+        counter("logstore_ruler_notifications_dropped",
+                "Alerts dropped because the queue was full.", lambda: r.notifier.dropped),
+        gauge("logstore_ruler_notification_queue_length", "Alerts waiting to be sent.",
+              lambda: len(r.notifier.queue)),
+        gauge("logstore_ruler_notification_queue_capacity", "Capacity of the alert queue.",
+              lambda: r.notifier.capacity),
+        counter("logstore_ruler_remote_write_samples_sent", "Samples a receiver took.",
+                per_client("sent"), ["client"]),
+        counter("logstore_ruler_remote_write_samples_failed",
+                "Samples a receiver refused (4xx), dropped.", per_client("failed"), ["client"]),
+        counter("logstore_ruler_remote_write_samples_dropped",
+                "Buffered samples dropped to stay within max_buffered_samples.",
+                per_client("dropped"), ["client"]),
+        counter("logstore_ruler_remote_write_retries",
+                "Sends retried after a 5xx, 429 or connection failure.",
+                per_client("retries"), ["client"]),
+        gauge("logstore_ruler_remote_write_buffered_samples",
+              "Samples waiting in SQLite for a receiver.", buffered, ["client"]))
 
 
 def register(ctx: Any) -> Ruler:
     ruler = Ruler(ctx.db, ctx.querier, ctx.config)
     ctx.extras["ruler"] = ruler
-    ctx.metrics.registry.register(_RulerCollector(ruler))
+    ctx.metrics.registry.register(_collector(ruler))
     on_lifespan(ctx, ruler.start, ruler.stop)
     return ruler

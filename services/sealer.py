@@ -19,10 +19,9 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from prometheus_client.core import CounterMetricFamily
-
 from services import memory
 from services.base import cancel_task, on_lifespan
+from services.metrics import ScrapeCollector, counter
 from storage import blocks, sealing
 from storage.streams import select_stream_ids
 
@@ -283,19 +282,6 @@ class PendingHead:
             self.largest_open = max(self.largest_open, head.largest_open)
 
 
-class _SealerCollector:
-    def __init__(self, sealer: Sealer):
-        self.sealer = sealer
-
-    def collect(self):
-        yield CounterMetricFamily("logstore_sealer_blocks_written",
-                                  "Blocks the sealer wrote since start.",
-                                  value=self.sealer.blocks_written)
-        yield CounterMetricFamily("logstore_sealer_rows_sealed",
-                                  "Head rows the sealer moved into blocks since start.",
-                                  value=self.sealer.rows_sealed)
-
-
 def register(ctx: Any) -> Sealer:
     """Create the sealer, subscribe it to pushes and hook it into the app's lifespan."""
     from services.ingester import add_written_listener
@@ -305,6 +291,11 @@ def register(ctx: Any) -> Sealer:
                     max_rows=cfg.block_max_rows, enabled=cfg.sealing_enabled)
     ctx.extras["sealer"] = sealer
     add_written_listener(ctx.ingester, sealer.notify)
-    ctx.metrics.registry.register(_SealerCollector(sealer))
+    ctx.metrics.registry.register(ScrapeCollector(
+        counter("logstore_sealer_blocks_written", "Blocks the sealer wrote since start.",
+                lambda: sealer.blocks_written),
+        counter("logstore_sealer_rows_sealed",
+                "Head rows the sealer moved into blocks since start.",
+                lambda: sealer.rows_sealed)))
     on_lifespan(ctx, sealer.start, sealer.stop)
     return sealer

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from logql.model import MINUTE_NS
 from logql.reading import Reader
 from services.visibility import VisibleReader
-from storage.reader import MINUTE_NS, LogReader
+from storage.reader import LogReader
 from storage.streams import Matcher, TenantSet
 
 MAX_SERIES_TEXT = "the query hit the max number of series limit (limit: {} series)"

@@ -29,6 +29,8 @@ import msgspec
 import numpy as np
 import zstandard
 
+from logql.model import MINUTE_NS
+
 ZSTD_LEVEL = 3
 # Bloom filter: 10 bits per distinct trigram and 5 probes, about 1 % false positives
 BLOOM_BITS_PER_KEY = 10
@@ -36,7 +38,6 @@ BLOOM_PROBES = 5
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
 
-MINUTE_NS = 60 * 10**9
 FLAG_BACKSLASH = 1
 FLAG_ASCII = 2
 

@@ -18,9 +18,8 @@ import sqlite3
 from collections import defaultdict
 from typing import Callable, Sequence
 
+from logql.model import MINUTE_NS
 from storage import blocks as B
-
-MINUTE_NS = 60 * 10**9
 
 
 # -- requests --------------------------------------------------------------------------------

@@ -9,10 +9,9 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
+from logql.model import MINUTE_NS
 from storage import sealing
 from storage.streams import extend_stream_ranges, stream_ids_for
-
-MINUTE_NS = 60 * 10**9
 
 
 @dataclass

@@ -17,13 +17,11 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from logql.errors import QueryTimeout
-from logql.model import TS_MAX, TS_MIN
+from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from logql.reading import LineConditions, Row, ScanCounts, Totals
 from storage import rollups, scan, sealed
-from storage.sealed import Needle
 from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
 
-MINUTE_NS = rollups.MINUTE_NS
 # a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the
 # low end is one below the earliest timestamp, as windows are left-open and (TS_MIN - 1, x]
 # still holds a line at TS_MIN
@@ -39,7 +37,7 @@ BY_STREAM_MAX = 64
 # SQLite VM steps between two deadline checks inside one statement
 _PROGRESS_STEPS = 20_000
 
-__all__ = ["LogReader", "LineScan", "MINUTE_NS"]
+__all__ = ["LogReader", "LineScan"]
 
 
 class LogReader:

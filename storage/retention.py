@@ -13,9 +13,7 @@ from __future__ import annotations
 import sqlite3
 from typing import NamedTuple
 
-from logql.model import parse_canonical
-
-MINUTE_NS = 60 * 10**9
+from logql.model import MINUTE_NS, parse_canonical
 
 
 class StreamInfo(NamedTuple):

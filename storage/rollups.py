@@ -18,7 +18,8 @@ import json
 import sqlite3
 from typing import Iterator, Sequence
 
-MINUTE_NS = 60 * 10**9
+from logql.model import MINUTE_NS
+
 
 # Whole minutes [lo, hi) of each range, summed from the rollups.
 _ROLLUP_SQL = """

@@ -23,11 +23,10 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from logql.model import MINUTE_NS, Needle
 from storage import blocks as B
 
 Row = tuple  # (id, stream_id, ts, line, metadata)
-# (needle, case_insensitive): an AND of ORs of these is what a query's line filters demand
-Needle = tuple[str, bool]
 # ASCII letters whose Unicode case folding reaches outside ASCII (Kelvin sign, long s)
 _FOLD_OUTSIDE_ASCII = frozenset("kKsS")
 # blocks this small are fetched PREFETCH_BLOCKS to a statement (SealedBlocks._prefetch)
@@ -524,7 +523,7 @@ def sealed_at(conn: sqlite3.Connection, stream_ids: Sequence[int],
         return
     points = sorted(set(timestamps))
     # the rollups ask for whole minutes: a block without a row on one has nothing to give
-    whole_minutes = all(x % B.MINUTE_NS == 0 for x in points)
+    whole_minutes = all(x % MINUTE_NS == 0 for x in points)
     at: dict[int, list[int]] = {}
     found = []
     for s, _ in summaries(conn, stream_ids, points[0], points[-1] + 1, aligned=whole_minutes):

@@ -3,13 +3,13 @@ by labels the stream already has, e.g. `quantile_over_time(0.99, {job="app"} | l
 unwrap latency_ms [5m]) by (host)`.
 
 The general path parses every pair of every line into a label builder (the parser keeps only
-the labels the query reads, but still walks every pair) to find one value. Here the first
-`name=` is found by a substring search, one regular expression checks that the pairs before
-it are plain (ASCII keys, unquoted values), and a plain decimal value is the sample; the series key comes from the stream and the entry's
-structured metadata alone, worked out once per (stream, metadata). A line the expression
+the labels the query reads, but still walks every pair) to find one value. Here one
+possessive regular expression walks the plain pairs (ASCII keys, unquoted values) to the
+first `name=` and takes a plain decimal value as the sample; the series key comes from the
+stream and the entry's structured metadata alone, worked out once per (stream, metadata). A line the expression
 does not take (a quote or an odd key before the pair, the pair missing, an empty or quoted
 value, a value Go would not parse as a float) goes through the general path, so the answer
-is the general path's on every line: tests/logql/test_unwrap_scan.py checks that line by
+is the general path's on every line: tests/metrics/test_unwrap_scan.py checks that line by
 line.
 """
 
@@ -26,13 +26,16 @@ from logql.pipeline.stages import Pipeline
 
 # `value` of a line a leading line filter drops: the general path would drop it too
 DROPPED = object()
-# the plain pairs before the unwrapped one: ASCII keys, unquoted values, nothing a parser
-# could read differently (possessive: one pass, no backtracking)
-_PLAIN_PAIRS = re.compile(r'(?:[\x00- ]*+[A-Za-z0-9_]++(?:=[^\x00- ="]*+)?+(?=[\x00- ]))*+'
-                          r'[\x00- ]*+')
-# a value that Python's float() reads exactly as Go's ParseFloat does (no exponent, no
-# underscores, no inf or nan, too few digits to overflow), ending the pair
-_DECIMAL_VALUE = re.compile(r"(-?[0-9]{1,300}(?:\.[0-9]+)?)(?=[\x00- ]|\Z)")
+def _first_pair(name: str) -> re.Pattern:
+    """`name=<decimal>` as the first pair of that name, every pair before it plain (ASCII
+    keys, unquoted values: no quote can hide the pair, no other key sanitises to the name).
+    Possessive, so one pass without backtracking; a first pair with an empty or other value
+    does not match (the general path reads such lines). The value is one Python's float()
+    reads exactly as Go's ParseFloat: no exponent, underscores, inf or nan, too few digits
+    to overflow."""
+    n = re.escape(name)
+    return re.compile(rf'(?:[\x00- ]*+(?!{n}=)[A-Za-z0-9_]++(?:=[^\x00- ="]*+)?+(?=[\x00- ]))*+'
+                      rf'[\x00- ]*+{n}=(-?[0-9]{{1,300}}(?:\.[0-9]+)?)(?=[\x00- ]|\Z)')
 
 
 def _keeps_clean(stage) -> bool:
@@ -45,7 +48,7 @@ def _keeps_clean(stage) -> bool:
 class LogfmtUnwrapScan:
     """For one plan: `value(line)` (None: take the general path) and `key_for(...)`."""
 
-    __slots__ = ("name", "matchers", "others", "_needle", "_error_key")
+    __slots__ = ("name", "matchers", "others", "_match", "_error_key")
 
     def __init__(self, name: str, matchers: tuple[Callable[[str], bool], ...],
                  others: frozenset[str]):
@@ -56,7 +59,7 @@ class LogfmtUnwrapScan:
         # "error" in it, which every key that sanitises to it has, goes the general way
         self._error_key = "error" if ERROR in others else None
         self.others = others - {ERROR}
-        self._needle = name + "="
+        self._match = _first_pair(name).match
 
     @classmethod
     def for_plan(cls, pipeline: Pipeline, unwrap: Unwrap | None,
@@ -96,10 +99,5 @@ class LogfmtUnwrapScan:
                 return DROPPED
         if self._error_key is not None and self._error_key in line:
             return None
-        at = line.find(self._needle)
-        # the first pair of that name, every pair before it plain: no quote can hide it,
-        # no other key sanitises to the name (an empty first value goes the general way)
-        if at < 0 or (at and line[at - 1] > " ") or not _PLAIN_PAIRS.fullmatch(line, 0, at):
-            return None
-        m = _DECIMAL_VALUE.match(line, at + len(self._needle))
+        m = self._match(line)
         return float(m.group(1)) if m is not None else None

@@ -10,12 +10,11 @@ from __future__ import annotations
 import heapq
 import math
 
-import re2
-
 from logql.syntax import ast as A
 from logql.engine.common import LabelKey, Scalar, StepVectors, go_regexp_expand
 from logql.engine.functions import mean_of
 from logql.errors import QueryError
+from logql.gocompat.regexp import RegexError, compile_full
 
 
 def _group_fn(grouping: A.Grouping):
@@ -159,8 +158,8 @@ def eval_label_replace(node: A.LabelReplace, value: Scalar | StepVectors) -> Ste
     if isinstance(value, float):
         raise QueryError("parse error : label_replace needs a vector")
     try:
-        regex = re2.compile("^(?s:" + node.regex + ")$")
-    except re2.error as exc:
+        regex = compile_full(node.regex, dot_nl=True)  # Prometheus anchors it as ^(?s:re)$
+    except RegexError as exc:
         raise QueryError(f"invalid regular expression in label_replace(): {node.regex}: "
                               f"{exc}") from None
     cache: dict[LabelKey, LabelKey] = {}

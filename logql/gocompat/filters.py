@@ -1,9 +1,8 @@
-"""Value conversions and matchers shared by pipeline stages.
+"""The pipeline's error type and Loki's `ip()` matching, shared by pipeline stages.
 
-Everything here reproduces the Go functions Loki relies on, including their
-error texts, because those texts end up in `__error_details__` and in 400
-responses: Go `regexp` compile errors, `strconv.ParseFloat`,
-`time.ParseDuration`, go-humanize `ParseBytes`, and Loki's `ip()` matching.
+`ip()` reproduces Loki's matcher, including its error text, because that text ends up in
+400 responses (Go's regexps are in logql/gocompat/regexp.py, its value parsers in
+logql/gocompat/values.py).
 """
 
 from __future__ import annotations
@@ -11,57 +10,12 @@ from __future__ import annotations
 import ipaddress
 import re
 
-import re2
-
 from logql.errors import QueryError
 from logql.gocompat.format import go_quote
-from logql.gocompat.regexp import RE2_OPTIONS, translate_re2_error
 
 
 class PipelineError(QueryError, ValueError):
     """A stage could not be built (the query answers 400 with this text)."""
-
-
-# --------------------------------------------------------------------------- regexps
-
-_RE2_OPTIONS = RE2_OPTIONS
-
-class RegexError(PipelineError):
-    pass
-
-
-def go_regexp_error(pattern: str, exc: Exception) -> str:
-    """Render an RE2 compile error the way Go's regexp package does."""
-    raw = exc.args[0] if exc.args else str(exc)
-    return translate_re2_error(raw, pattern)
-
-
-def _go_named_groups(pattern: str) -> str:
-    # Go accepts `(?<name>` as well as `(?P<name>`; older RE2 builds only the latter.
-    if "(?<" in pattern:
-        pattern = re.sub(r"\(\?<(?=[A-Za-z_])", "(?P<", pattern)
-    return pattern
-
-
-def compile_regexp(pattern: str):
-    """Compile a Go-syntax regexp with RE2; raises RegexError with Go's text."""
-    try:
-        return re2.compile(_go_named_groups(pattern), _RE2_OPTIONS)
-    except re2.error as exc:
-        raise RegexError(go_regexp_error(pattern, exc)) from None
-
-
-def compile_anchored(pattern: str):
-    """Compile `^(?:pattern)$` (label matchers are fully anchored)."""
-    try:
-        return re2.compile("^(?:" + _go_named_groups(pattern) + ")$", _RE2_OPTIONS)
-    except re2.error as exc:
-        # report the user's pattern, not our wrapper
-        try:
-            re2.compile(_go_named_groups(pattern), _RE2_OPTIONS)
-        except re2.error as inner:
-            raise RegexError(go_regexp_error(pattern, inner)) from None
-        raise RegexError(go_regexp_error(pattern, exc)) from None
 
 
 # --------------------------------------------------------------------------- ip()

@@ -1,9 +1,10 @@
-"""Go ``regexp`` compatibility on top of google-re2.
+"""Go ``regexp`` compatibility on top of google-re2: the one place regexes are compiled.
 
 Loki compiles regexes with Go's ``regexp`` package; both are RE2, but the error texts differ
 and C++ RE2 accepts a few things Go refuses (``\\C``, duplicate group names are checked by Loki
 itself). ``go_regex_error(pattern)`` returns Go's error text (``error parsing regexp: ...``) or
-None; ``compile_*`` return cached compiled regexes for evaluation.
+None; ``compile_*`` return compiled regexes (cached where evaluation recompiles the same
+pattern) and raise ``RegexError`` with Go's text.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from typing import Any, Callable
 
 import re2
 
-RE2_OPTIONS = _OPTIONS = re2.Options()
+from logql.gocompat.filters import PipelineError
+
+_OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would otherwise print every bad pattern to stderr
 
 # C++ RE2 error text → Go regexp/syntax ErrorCode text.
 _CODES = (
     ("missing ]", "missing closing ]"),
-    ("missing )", "missing closing )"),
     ("unexpected )", "unexpected )"),
     ("invalid escape sequence", "invalid escape sequence"),
     ("bad repetition operator", "invalid nested repetition operator"),
@@ -41,17 +43,12 @@ _CODES = (
 _GO_BAD_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*(\\C)")
 
 
-def translate_re2_error(msg: str | bytes, pattern: str | None = None) -> str:
-    """Go's `regexp.Compile` error text for an RE2 error message (the one table of both).
-    With `pattern`, an unbalanced group quotes the whole expression, as Go does."""
-    if isinstance(msg, bytes):
-        msg = msg.decode("utf-8", "replace")
-    if pattern is not None and msg.startswith("missing )"):
+def _go_text(msg: str | bytes, pattern: str) -> str:
+    """Go's `regexp.Compile` error text for an RE2 error message about `pattern` (an
+    unbalanced group quotes the whole expression the user wrote, as Go does)."""
+    msg = msg.decode("utf-8", "replace") if isinstance(msg, bytes) else str(msg)
+    if msg.startswith("missing )"):
         return f"error parsing regexp: missing closing ): `{pattern}`"
-    return _translate(str(msg))
-
-
-def _translate(msg: str) -> str:
     if msg.startswith("trailing \\"):
         return "error parsing regexp: trailing backslash at end of expression: ``"
     for cpp, go in _CODES:
@@ -63,16 +60,47 @@ def _translate(msg: str) -> str:
     return "error parsing regexp: " + msg
 
 
+class RegexError(PipelineError):
+    """A regex that does not compile (the query answers 400 with Go's text)."""
+
+
+def _re2(text: str, pattern: str) -> Any:
+    """RE2-compile `text`, which is `pattern` or a wrapper of it; errors speak of `pattern`."""
+    try:
+        return re2.compile(text, options=_OPTIONS)
+    except re2.error as exc:
+        raw = exc.args[0] if exc.args else str(exc)
+        raise RegexError(_go_text(raw, pattern)) from None
+
+
+def _go_named_groups(pattern: str) -> str:
+    # Go accepts `(?<name>` as well as `(?P<name>`; older RE2 builds only the latter.
+    if "(?<" in pattern:
+        pattern = re.sub(r"\(\?<(?=[A-Za-z_])", "(?P<", pattern)
+    return pattern
+
+
+def compile_regexp(pattern: str) -> Any:
+    """A Go-syntax regexp, uncached (parsers and template functions keep their own)."""
+    return _re2(_go_named_groups(pattern), pattern)
+
+
+def compile_anchored(pattern: str) -> Any:
+    """``^(?:pattern)$`` (label matchers are fully anchored)."""
+    try:
+        return _re2("^(?:" + _go_named_groups(pattern) + ")$", pattern)
+    except RegexError:
+        compile_regexp(pattern)  # the user's own pattern's error, if it has one
+        raise
+
+
 @functools.lru_cache(maxsize=4096)
 def go_regex_error(pattern: str) -> str | None:
     """Go's ``regexp.Compile`` error text for ``pattern``, or None when it compiles."""
     try:
-        re2.compile(pattern, options=_OPTIONS)
-    except re2.error as e:
-        raw = e.args[0] if e.args else str(e)
-        if isinstance(raw, bytes):
-            raw = raw.decode("utf-8", "replace")
-        return _translate(str(raw))
+        _re2(pattern, pattern)
+    except RegexError as exc:
+        return str(exc)
     except Exception:  # lone surrogates (raw bytes) cannot be encoded to UTF-8
         return "error parsing regexp: invalid UTF-8: `" + pattern.encode(
             "utf-8", "replace").decode("utf-8", "replace") + "`"
@@ -106,13 +134,12 @@ def compile_full(pattern: str, dot_nl: bool):
     """Anchored regex for label matching: Prometheus selectors use ``(?s)`` (``dot_nl``),
     label filters use Go's Perl flags where ``.`` does not match a newline."""
     flags = "(?s:" if dot_nl else "(?:"
-    return _cached((pattern, dot_nl),
-                   lambda: re2.compile("^" + flags + pattern + ")$", options=_OPTIONS))
+    return _cached((pattern, dot_nl), lambda: _re2("^" + flags + pattern + ")$", pattern))
 
 
 def compile_search(pattern: str):
     """Unanchored regex (line filters ``|~``, ``| regexp``)."""
-    return _cached((pattern, None), lambda: re2.compile(pattern, options=_OPTIONS))
+    return _cached((pattern, None), lambda: _re2(pattern, pattern))
 
 
 _NAMED_GROUP = re.compile(r"\(\?P?<([^>]*)>")

@@ -164,7 +164,7 @@ def parse_bytes(s: str) -> int:
     return int(f)
 
 
-def _underscore_ok(s: str) -> bool:
+def underscore_ok(s: str) -> bool:
     saw, i = "^", 0
     if s[:1] in ("+", "-"):
         s = s[1:]
@@ -187,8 +187,10 @@ def _underscore_ok(s: str) -> bool:
     return saw != "_"
 
 
-_DEC_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
-_HEX_FLOAT = re.compile(r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+\Z")
+# re.ASCII: Go reads only ASCII digits, Python's \d would take '٣' too
+_DEC_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z", re.ASCII)
+_HEX_FLOAT = re.compile(r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+\Z",
+                        re.ASCII)
 _SPECIAL_FLOATS = {"inf": float("inf"), "+inf": float("inf"), "-inf": float("-inf"),
                    "infinity": float("inf"), "+infinity": float("inf"),
                    "-infinity": float("-inf"), "nan": float("nan")}
@@ -212,7 +214,7 @@ def go_parse_float(s: str) -> float:
         return special
     t = s
     if "_" in s:
-        if not _underscore_ok(s):
+        if not underscore_ok(s):
             raise GoParseError(syntax)
         t = s.replace("_", "")
     try:
@@ -232,7 +234,8 @@ def go_parse_float(s: str) -> float:
 def go_atoi(s: str) -> int:
     """Go ``strconv.Atoi``: optional sign and decimal digits only, 64-bit range."""
     body = s[1:] if s[:1] in ("+", "-") else s
-    if not body or not all(c in _ASCII_DIGITS for c in body):
+    # isdigit alone would take '٣', int() alone ' 5 ' and '1_0': Go takes none of them
+    if not (body.isascii() and body.isdigit()):
         raise GoParseError(f"strconv.Atoi: parsing {go_quote(s)}: invalid syntax")
     v = int(s)
     if not -(1 << 63) <= v <= _MAX_I64:

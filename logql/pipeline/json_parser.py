@@ -12,9 +12,9 @@ import msgspec
 
 from logql import depth
 from logql.gocompat.filters import PipelineError
-from logql.pipeline.builder import EXTRACTED_SUFFIX, JSON_PARSER_ERR
-from logql.pipeline.keys import (_LABEL_NAME, _SEGMENTS, _SPECIAL_NAMES, _fix_surrogates,
-                          _json_segment, _set_parsed, sanitize_key)
+from logql.pipeline.builder import ERROR, ERROR_DETAILS, EXTRACTED_SUFFIX, JSON_PARSER_ERR
+from logql.pipeline.keys import (LABEL_NAME, fix_surrogates, json_segment, set_parsed,
+                                 sanitize_key)
 
 
 # --------------------------------------------------------------------------- json
@@ -33,6 +33,8 @@ _ERR_OBJECT = "Value looks like object, but can't find closing '}' symbol"
 _ERR_STRING = "Value is string, but can't find closing '\"' symbol"
 _ERR_ESCAPE = "Encountered an invalid escape sequence in a string"
 _ERR_MALFORMED = "Malformed JSON error"
+_SEGMENTS: dict[str, str] = {}  # JSON key -> sanitised label segment
+_SPECIAL_NAMES = frozenset((ERROR, ERROR_DETAILS))
 
 
 def _json_error_text(exc: Exception) -> str:
@@ -74,7 +76,7 @@ class JsonParser:
         if self.extractions:
             paths = []
             for name, expr in self.extractions:
-                if not _LABEL_NAME.fullmatch(name):
+                if not LABEL_NAME.fullmatch(name):
                     raise PipelineError(f"invalid extracted label name '{name}'")
                 paths.append((name, parse_json_path(expr)))
             self._paths = tuple(paths)
@@ -105,13 +107,13 @@ class JsonParser:
 
     def _flatten(self, pairs, prefix: str, labels, fix: bool) -> None:
         # runs for every key of every line: the collision and first-wins rules of
-        # _set_parsed are inlined, and sanitised key segments are cached
+        # set_parsed are inlined, and sanitised key segments are cached
         base_stream, base_sm = labels.stream, labels.sm
         extracted, parsed = labels.extracted, labels.parsed
         for key, value in pairs:
             seg = _SEGMENTS.get(key)
             if seg is None:
-                seg = _json_segment(key)
+                seg = json_segment(key)
                 if len(_SEGMENTS) < 4096:
                     _SEGMENTS[key] = seg
             name = (prefix + "_" + seg if prefix and seg else prefix or seg)
@@ -124,7 +126,7 @@ class JsonParser:
             if t is bool:
                 value = "true" if value else "false"
             elif fix:
-                value = _fix_surrogates(value)
+                value = fix_surrogates(value)
             if name[0] in "0123456789":
                 name = "_" + name
             if name in base_stream or name in base_sm:
@@ -295,7 +297,7 @@ def json_path_lookup(line: str, path: tuple) -> str | None:
         return None
     first = line[i]
     if first == '"':
-        return _fix_surrogates(value)
+        return fix_surrogates(value)
     if first == "n":
         return ""
     return line[i:end]
@@ -335,8 +337,8 @@ class UnpackParser:
                 continue
             name = sanitize_key(key)
             if name:
-                _set_parsed(labels, name, _fix_surrogates(value))
-        return _fix_surrogates(entry)
+                set_parsed(labels, name, fix_surrogates(value))
+        return fix_surrogates(entry)
 
     def __repr__(self) -> str:
         return "UnpackParser()"

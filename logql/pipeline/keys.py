@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from logql.pipeline.builder import ERROR, ERROR_DETAILS, EXTRACTED_SUFFIX
+from logql.pipeline.builder import EXTRACTED_SUFFIX
 
-_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -24,7 +24,7 @@ def sanitize_key(key: str) -> str:
 
 
 @lru_cache(maxsize=8192)
-def _json_segment(key: str) -> str:
+def json_segment(key: str) -> str:
     # a path segment: trimmed and sanitised but without the leading-digit rule,
     # which applies to the whole joined name only
     return _NOT_IDENT.sub("_", key.strip())
@@ -33,17 +33,13 @@ def _json_segment(key: str) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _fix_surrogates(s: str) -> str:
+def fix_surrogates(s: str) -> str:
     # Go decodes an unpaired \ud800 escape to U+FFFD; Python keeps a lone
     # surrogate that could not even be encoded as UTF-8 later.
     return _SURROGATE.sub("\ufffd", s)
 
 
-_SEGMENTS: dict[str, str] = {}  # JSON key -> sanitised label segment
-_SPECIAL_NAMES = frozenset((ERROR, ERROR_DETAILS))
-
-
-def _set_parsed(labels, key: str, value: str) -> None:
+def set_parsed(labels, key: str, value: str) -> None:
     """Write a parser label with collision suffix and first-extraction-wins."""
     if key in labels.stream or key in labels.sm:
         key += EXTRACTED_SUFFIX

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import operator
 
-from logql.gocompat.filters import IpMatcher, PipelineError, compile_anchored
+from logql.gocompat.filters import IpMatcher, PipelineError
+from logql.gocompat.regexp import compile_anchored
 from logql.gocompat.values import go_parse_float as parse_go_float, parse_bytes, parse_go_duration
 from logql.pipeline.builder import (ERROR, ERROR_DETAILS, LABEL_FILTER_ERR, PRESERVE_ERROR, SAMPLE_EXTRACTION_ERR)
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 import re
 import re._parser as sre_parse  # used only to *derive* required literals, never to match
 
-from logql.gocompat.filters import IpMatcher, PipelineError, compile_regexp
+from logql.gocompat.filters import IpMatcher, PipelineError
+from logql.gocompat.regexp import compile_regexp
+from logql.model import Needle
 from logql.patterns import split_pattern, structure_error
 
 LINE_FILTER_OPS = ("|=", "!=", "|~", "!~", "|>", "!>")
 _POSITIVE = {"|=": True, "!=": False, "|~": True, "!~": False, "|>": True, "!>": False}
-
-# A needle the line must contain: (text, case_insensitive).
-Needle = tuple[str, bool]
-
 
 def _always(line: str) -> bool:
     return True

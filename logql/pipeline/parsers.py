@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 from json.decoder import scanstring
 
-from logql.gocompat.filters import PipelineError, compile_regexp, go_regexp_error, RegexError
+from logql.gocompat.filters import PipelineError
+from logql.gocompat.regexp import RegexError, compile_regexp
 from logql.pipeline.builder import EXTRACTED_SUFFIX, LOGFMT_PARSER_ERR
-from logql.pipeline.keys import _LABEL_NAME, _fix_surrogates, _set_parsed, sanitize_key
+from logql.pipeline.keys import LABEL_NAME, fix_surrogates, set_parsed, sanitize_key
 from logql.pipeline.json_parser import (  # noqa: F401 (one import place for parsers)
     JsonParser, UnpackParser, json_path_lookup, parse_json_path,
 )
@@ -47,7 +48,7 @@ def scan_logfmt(line: str, strict: bool) -> tuple[list[tuple[str, str]], str | N
         for key, eq, quoted, raw in _LOGFMT_PAIR.findall(line):
             if quoted and "\\" in quoted:
                 try:
-                    quoted = _fix_surrogates(scanstring(quoted + '"', 0)[0])
+                    quoted = fix_surrogates(scanstring(quoted + '"', 0)[0])
                 except ValueError:
                     return _scan_logfmt_exact(line, strict)
             pairs.append((key, quoted or raw))
@@ -107,7 +108,7 @@ def _scan_logfmt_exact(line: str, strict: bool) -> tuple[list[tuple[str, str]], 
                     pos = j + 1
                     if has_esc:
                         try:
-                            value = _fix_surrogates(scanstring(value + '"', 0)[0])
+                            value = fix_surrogates(scanstring(value + '"', 0)[0])
                         except ValueError:
                             err_at, err_msg = pos, "invalid quoted value"
                     if err_at < 0:
@@ -157,7 +158,7 @@ class LogfmtParser:
         if self.extractions:
             by_key: dict[str, list[str]] = {}
             for name, key in self.extractions:
-                if not _LABEL_NAME.fullmatch(name):
+                if not LABEL_NAME.fullmatch(name):
                     raise PipelineError(f"invalid extracted label name '{name}'")
                 if not key or any(c <= " " or c in '="' for c in key):
                     raise PipelineError(f"cannot parse expression [{key}]: invalid key")
@@ -293,7 +294,7 @@ class RegexpParser:
         if m is None:
             return line
         for index, name in self._names:
-            _set_parsed(labels, name, m.group(index) or "")
+            set_parsed(labels, name, m.group(index) or "")
         return line
 
     def __repr__(self) -> str:
@@ -352,7 +353,7 @@ class PatternParser:
 
     def process(self, ts: int, line: str, labels) -> str | None:
         for name, value in self.matches(line):
-            _set_parsed(labels, name, value)
+            set_parsed(labels, name, value)
         return line
 
     def __repr__(self) -> str:
@@ -362,4 +363,4 @@ class PatternParser:
 
 
 __all__ = ["JsonParser", "LogfmtParser", "RegexpParser", "PatternParser", "UnpackParser",
-           "sanitize_key", "scan_logfmt", "parse_json_path", "json_path_lookup", "go_regexp_error"]
+           "sanitize_key", "scan_logfmt", "parse_json_path", "json_path_lookup"]

@@ -17,7 +17,7 @@ import re
 
 from logql.errors import ParseError
 from logql.gocompat.values import (  # noqa: F401  (re-exported for the parser and pipeline)
-    GoParseError, _underscore_ok, go_atoi, go_parse_float, parse_bytes, parse_duration_token,
+    GoParseError, underscore_ok, go_atoi, go_parse_float, parse_bytes, parse_duration_token,
     parse_go_duration, parse_prom_duration,
 )
 
@@ -147,7 +147,7 @@ def _scan_number(text: str, i: int) -> tuple[int, str | None]:
         err = err or "hexadecimal mantissa requires a 'p' exponent"
     if not is_float and invalid:
         err = err or f"invalid digit '{invalid}' in {_litname(prefix)}"
-    if digsep & 2 and not _underscore_ok(text[i:j]):
+    if digsep & 2 and not underscore_ok(text[i:j]):
         err = err or "'_' must separate successive digits"
     return j, err
 

@@ -17,7 +17,7 @@ import time
 from decimal import Decimal, DivisionByZero, InvalidOperation, getcontext
 from urllib.parse import quote_plus
 
-from logql.gocompat.filters import RegexError, compile_regexp
+from logql.gocompat.regexp import RegexError, compile_regexp
 from logql.gocompat.format import go_quote
 from logql.gocompat.values import go_parse_float as parse_go_float, parse_bytes, parse_go_duration
 from logql.template.gotime import UTC, GoTime, load_zone, parse_layout
@@ -155,7 +155,8 @@ def _empty(v) -> bool:
 
 # --------------------------------------------------------------------------- strings
 
-def _title(s: str) -> str:
+def go_title(s: str) -> str:
+    """Go's strings.Title (sprig's and Prometheus' `title`)."""
     out, prev = [], " "
     for ch in s:
         out.append(ch.upper() if _is_separator(prev) else ch)
@@ -268,7 +269,8 @@ def _urldecode(s: str) -> str:
 
 # --------------------------------------------------------------------------- regexps
 
-def _regex(pattern: str):
+def func_regex(pattern: str):
+    """A template function's regex: a bad one fails the call with Go's text."""
     try:
         return compile_regexp(pattern)
     except RegexError as exc:
@@ -334,8 +336,8 @@ def _all_matches(regex, s: str):
         pos = b if b > pos else pos + 1
 
 
-def _regex_replace_all(pattern: str, s: str, repl: str, literal: bool) -> str:
-    regex = _regex(pattern)
+def regex_replace_all(pattern: str, s: str, repl: str, literal: bool) -> str:
+    regex = func_regex(pattern)
     out, last = [], 0
     for m in _all_matches(regex, s):
         out.append(s[last:m.start()])
@@ -346,7 +348,7 @@ def _regex_replace_all(pattern: str, s: str, repl: str, literal: bool) -> str:
 
 
 def _count(pattern: str, s: str) -> int:
-    return sum(1 for _ in _all_matches(_regex(pattern), s))
+    return sum(1 for _ in _all_matches(func_regex(pattern), s))
 
 
 # --------------------------------------------------------------------------- math
@@ -495,7 +497,7 @@ FUNCS: dict[str, Func] = {
     "call": Func(_lazy, (A,), A),
     # Loki
     "__line__": Func(_lazy), "__timestamp__": Func(_lazy),
-    "lower": Func(str.lower, (S,)), "upper": Func(str.upper, (S,)), "title": Func(_title, (S,)),
+    "lower": Func(str.lower, (S,)), "upper": Func(str.upper, (S,)), "title": Func(go_title, (S,)),
     "trunc": Func(_trunc, (I, S)), "substr": Func(_substr, (I, I, S)),
     "contains": Func(lambda sub, s: sub in s, (S, S)),
     "hasPrefix": Func(lambda p, s: s.startswith(p), (S, S)),
@@ -511,8 +513,8 @@ FUNCS: dict[str, Func] = {
     "b64enc": Func(lambda s: base64.b64encode(s.encode("utf-8")).decode("ascii"), (S,)),
     "b64dec": Func(_b64dec, (S,)),
     "urlencode": Func(lambda s: quote_plus(s, safe=""), (S,)), "urldecode": Func(_urldecode, (S,)),
-    "regexReplaceAll": Func(lambda r, s, repl: _regex_replace_all(r, s, repl, False), (S, S, S)),
-    "regexReplaceAllLiteral": Func(lambda r, s, repl: _regex_replace_all(r, s, repl, True), (S, S, S)),
+    "regexReplaceAll": Func(lambda r, s, repl: regex_replace_all(r, s, repl, False), (S, S, S)),
+    "regexReplaceAllLiteral": Func(lambda r, s, repl: regex_replace_all(r, s, repl, True), (S, S, S)),
     "count": Func(_count, (S, S)),
     "default": Func(lambda d, *given: d if not given or _empty(given[0]) else given[0], (A,), A),
     "int": Func(_to_int64, (A,)), "float64": Func(_to_float64, (A,)),

@@ -101,6 +101,27 @@ def test_encodings(client, encoding, compress):
     assert [line for _, line, _ in read_back(client)] == ["paid"]
 
 
+def test_a_cut_zstd_body_is_refused_not_stored(client):
+    """A zstd body cut after a finished block inflates cleanly to a valid prefix (two OTLP
+    messages concatenated are one valid message): it must be refused like a cut gzip body."""
+    first = to_protobuf(example(time.time_ns() - 2 * 10**9))
+    second = to_protobuf(example(time.time_ns() - 10**9))
+    z = zstandard.ZstdCompressor().compressobj()
+    head = z.compress(first) + z.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    whole = head + z.compress(second) + z.flush()
+    assert zstandard.ZstdDecompressor().stream_reader(head).read() == first  # a clean prefix
+    r = client.post(OTLP, content=whole, headers={**PB, "Content-Encoding": "zstd"})
+    assert r.status_code == 204
+    assert len(read_back(client)) == 2
+    for encoding, cut in [("zstd", head),
+                          ("gzip", gzip.compress(first + second)[:-12]),
+                          ("lz4", lz4.frame.compress(first + second)[:-8])]:
+        r = client.post(OTLP, content=cut, headers={**PB, "Content-Encoding": encoding})
+        assert r.status_code == 400, (encoding, r.status_code)
+        assert status(r)[2].startswith(f"{encoding}: invalid compressed body"), encoding
+    assert len(read_back(client)) == 2  # nothing of the cut bodies was stored
+
+
 def record(body: dict, **extra) -> dict:
     return {"resourceLogs": [{"resource": {"attributes": [
         _attr("service.name", {"stringValue": "svc"})]}, "scopeLogs": [{"logRecords": [
