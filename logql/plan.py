@@ -3,9 +3,9 @@
 A `LogPlan` says what storage must read and what Python must still do:
 
 * `matchers`   the stream selector, turned into stream ids through the label postings;
-* `conditions` exact-superset tests on the raw stored line (`storage.scan.LineConditions`)
-               taken from the leading line filters: SQLite evaluates them, so lines that
-               cannot match never reach Python;
+* `conditions` exact-superset tests on the raw stored line (`logql.reading.LineConditions`)
+               taken from the leading line filters: storage evaluates them (SQLite in
+               SQL), so lines that cannot match never reach Python;
 * `needles`    the same leading filters as an AND of ORs of `(text, case_insensitive)`, for
                the sealed blocks' trigram Bloom filters (needles shorter than 3 characters
                are left out);
@@ -27,7 +27,7 @@ from logql.gocompat.filters import PipelineError
 from logql.model import Needle
 from logql.pipeline.json_parser import JsonNumberGate, JsonParser
 from logql.pipeline.label_filters import NumericLabelFilter, RequiredLabelValues
-from storage.reader import LineConditions
+from logql.reading import LineConditions
 
 MIN_NEEDLE = 3
 

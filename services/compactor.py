@@ -4,8 +4,8 @@ With `compactor.retention_enabled`, a stream keeps `limits_config.retention_peri
 forever) unless a `limits_config.retention_stream` rule matches its labels: then the rule
 with the highest priority decides, among equals the one with the longest selector, then the
 shorter period. `RetentionPolicy.cutoff_of(labels)` is the oldest timestamp still visible;
-the query service hands it to storage.reader.LogReader, which drops older lines from every
-read, log and metric (rollup counts included).
+the query service hands it to services.visibility.VisibleReader, which drops older lines
+from every read, log and metric (rollup counts included), whatever the storage behind it.
 
 The compactor wakes every `compactor.compaction_interval` and removes from disk what expired
 more than `compactor.retention_delete_delay` ago (storage/retention.py), in writer jobs of

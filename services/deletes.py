@@ -2,7 +2,7 @@
 
 A request (`{app="a"} |= "token"`, start, end) is stored per tenant and, from the moment it
 is accepted, hides the lines it names from every read: `filters_of(tenant, labels)` gives
-the reader (storage.reader.LogReader) the (start, end, line predicate) of each active piece
+every read (services/visibility.py) the (start, end, line predicate) of each active piece
 whose selector matches a stream. After `compactor.delete_request_cancel_period` the
 compactor (services/compactor.py) removes the lines from disk, piece by piece
 (storage/deletes.py), marks the piece processed and stops filtering it. With

@@ -1,10 +1,11 @@
 """The read service: LogQL queries, labels, values and series, and the tail's history.
 
 Routes hand it parsed requests and encode what it returns; it runs each read on a reader
-thread through the storage boundary (`storage.reader.LogReader`), under one deadline
-(the tenant's `query_timeout`) for log and metric queries alike. The request checks Loki
-makes before it reads (the entries limit, the query length, the lookback) live here too, so
-every endpoint that reads meets them with the same text. Failures are typed
+thread through the engine's storage protocol (`logql.reading.Reader`: the SQLite reader,
+wrapped in `services.visibility.VisibleReader`), under one deadline (the tenant's
+`query_timeout`) for log and metric queries alike. The request checks Loki makes before it
+reads (the entries limit, the query length, the lookback) live here too, so every endpoint
+that reads meets them with the same text. Failures are typed
 (`logql.errors.QueryError`, `ParseError`, `storage.scan.QueryTimeout`); the HTTP status for
 each is chosen once, in routes/errors.py.
 """
@@ -30,12 +31,15 @@ from services import volume as volume_service
 from services.errors import PlainError
 from services.limits import Limits
 from services.query_gate import QueryGate
+from services.visibility import VisibleReader
 from storage import streams
 from storage.db import Database
 from storage.reader import LogReader
 from storage.streams import Matcher, TenantSet
 
 Scope = str | TenantSet
+# what every read is handed: the SQLite reader, without what retention and deletes hide
+Reading = VisibleReader[LogReader]
 T = TypeVar("T")
 LONG_READ_SECONDS = 0.5
 
@@ -109,7 +113,7 @@ class Querier:
                                   f"{prom_duration_str(maximum)})")
 
     # -- reads -------------------------------------------------------------------------------
-    def _reader_at(self, conn: Any, tenant: Scope, began: float) -> LogReader:
+    def _reader_at(self, conn: Any, tenant: Scope, began: float) -> Reading:
         limits = self.limits.of(tenant)
         deadline = began + limits.query_timeout / 1e9 if limits.query_timeout > 0 else None
         cutoff_of = self.cutoff_of
@@ -122,13 +126,13 @@ class Querier:
             def cutoff_of(own: str, labels: dict[str, str]) -> int:
                 cut = retention(own, labels) if retention is not None else None
                 return floor if cut is None else max(cut, floor)
-        return LogReader(conn, deadline, cutoff_of, self.deletes_of)
+        return VisibleReader(LogReader(conn, deadline), cutoff_of, self.deletes_of)
 
-    async def _read(self, tenant: Scope, fn: Callable[[LogReader], T]) -> T:
+    async def _read(self, tenant: Scope, fn: Callable[[Reading], T]) -> T:
         """fn(reader) on a reader thread, once the tenant's turn comes (services/query_gate.py).
         When the caller goes away (the client disconnected, the server stops) the read is
         stopped at its next statement or deadline check, not left to run to the end."""
-        readers: list[LogReader] = []
+        readers: list[Reading] = []
 
         def run(conn: Any) -> T:
             reader = self._reader_at(conn, tenant, time.monotonic())
@@ -148,7 +152,7 @@ class Querier:
                 return await self.db.read(run)
             except asyncio.CancelledError:
                 for reader in readers:
-                    reader.cancelled = True
+                    reader.inner.cancelled = True
                 self.reads_cancelled += 1
                 raise
             finally:
@@ -164,7 +168,7 @@ class Querier:
         stats = QueryStats(queue_time=queue_time)
         submitted = time.monotonic()
 
-        def run(reader: LogReader) -> QueryResult:
+        def run(reader: Reading) -> QueryResult:
             stats.queue_time += time.monotonic() - submitted
             if isinstance(expr, A.LogQuery):
                 result = evaluate_log_query(reader, tenant, expr, start, end, limit=limit,
@@ -201,7 +205,7 @@ class Querier:
 
     async def label_sets(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                        end: int) -> list[dict[str, str]]:
-        def run(reader: LogReader) -> list[dict[str, str]]:
+        def run(reader: Reading) -> list[dict[str, str]]:
             with reader.snapshot():
                 return list(reader.visible_streams(tenant, groups, start, end).values())
         return await self._read(tenant, run)
@@ -212,7 +216,7 @@ class Querier:
             sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({name for labels in sets for name in labels})
         return await self._read(tenant, lambda reader: streams.label_names(
-            reader.conn, tenant, start, end, matchers))
+            reader.inner.conn, tenant, start, end, matchers))
 
     async def label_values(self, tenant: Scope, name: str, start: int, end: int,
                            matchers: Sequence[Matcher] | None) -> list[str]:
@@ -220,7 +224,7 @@ class Querier:
             sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({labels[name] for labels in sets if name in labels})
         return await self._read(tenant, lambda reader: streams.label_values(
-            reader.conn, tenant, name, start, end, matchers))
+            reader.inner.conn, tenant, name, start, end, matchers))
 
     async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                      end: int) -> list[dict[str, str]]:
@@ -229,7 +233,7 @@ class Querier:
                            key=streams.canonical_labels)
         else:
             found = await self._read(tenant, lambda reader: streams.series(
-                reader.conn, tenant, groups, start, end))
+                reader.inner.conn, tenant, groups, start, end))
         self._check_series(tenant, len(found))
         return found
 
@@ -252,7 +256,7 @@ class Querier:
                          end: int) -> tuple[list[int], list[tuple[int, int, str]]]:
         """The matching streams, and (stream, ts, line) of their lines in range that pending
         delete requests hide."""
-        def run(reader: LogReader) -> tuple[list[int], list[tuple[int, int, str]]]:
+        def run(reader: Reading) -> tuple[list[int], list[tuple[int, int, str]]]:
             with reader.snapshot():
                 ids = list(reader.select_streams(tenant, matchers, start, end))
                 return ids, list(reader.hidden_lines(ids, start, end))

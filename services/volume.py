@@ -1,5 +1,5 @@
 """Index stats and log volume (spec/http-api.md section 6), counted from the per-minute
-rollups through `LogReader.window_counts`, never by reading lines. As Loki counts whole
+rollups through `window_counts`, never by reading lines. As Loki counts whole
 chunks, the counts are of whole minutes: a range is widened to the minutes it touches (and
 volume_range buckets that do not fall on minutes to the minute before). Retention and
 pending delete requests apply as in every other read."""
@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from logql.model import MINUTE_NS
+from logql.reading import Reader
+from services.visibility import VisibleReader
 from storage.reader import LogReader
 from storage.streams import Matcher, TenantSet
 
@@ -42,19 +44,24 @@ def _minutes(bounds: list[int]) -> list[int]:
     return out
 
 
-def index_stats(reader: LogReader, tenant: str | TenantSet, matchers: Sequence[Matcher],
-                start: int, end: int) -> dict[str, int]:
+def _left_closed(points: list[int]) -> list[int]:
+    """Points whose buckets (p[i], p[i+1]] are the buckets [points[i], points[i+1])."""
+    return [p - 1 for p in points]
+
+
+def index_stats(reader: VisibleReader[LogReader], tenant: str | TenantSet,
+                matchers: Sequence[Matcher], start: int, end: int) -> dict[str, int]:
     with reader.snapshot():
         ids = list(reader.select_streams(tenant, matchers, start, end))
         points = _minutes([start, end + 1])
-        totals = reader.window_counts(ids, points, True, left_closed=True) if ids else {}
+        totals = reader.window_counts(ids, _left_closed(points), True) if ids else {}
         per_stream: dict[Any, list[int]] = {}
         for (sid, _), (lines, sizes) in totals.items():
             acc = per_stream.setdefault(sid, [0, 0])
             acc[0] += lines[0]
             acc[1] += sizes[0]
         live = [sid for sid, (n, _) in per_stream.items() if n > 0]
-        return {"streams": len(live), "chunks": reader.segments(live, start, end),
+        return {"streams": len(live), "chunks": reader.inner.segments(live, start, end),
                 "bytes": sum(per_stream[s][1] for s in live),
                 "entries": sum(per_stream[s][0] for s in live)}
 
@@ -73,7 +80,7 @@ def _bounds(req: VolumeRequest) -> list[int]:
     return bounds
 
 
-def volume(reader: LogReader, tenant: str | TenantSet, req: VolumeRequest,
+def volume(reader: Reader, tenant: str | TenantSet, req: VolumeRequest,
            max_series: int) -> tuple[str, list[dict[str, Any]]]:
     """(resultType, result) of index/volume (vector) or index/volume_range (matrix)."""
     names = list(dict.fromkeys(m.name for m in req.matchers))
@@ -85,8 +92,8 @@ def volume(reader: LogReader, tenant: str | TenantSet, req: VolumeRequest,
         streams = reader.select_streams(tenant, req.matchers, req.start, req.end)
         streams = {sid: labels for sid, labels in streams.items()
                    if all(labels.get(t) for t in required)}
-        totals = reader.window_counts(list(streams), points, True,
-                                      left_closed=True) if streams else {}
+        totals = reader.window_counts(list(streams), _left_closed(points),
+                                      True) if streams else {}
     nb = len(points) - 1
     series: dict[tuple, list[int]] = {}
     for (sid, _), (_, sizes) in totals.items():

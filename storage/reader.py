@@ -1,24 +1,11 @@
-"""The read side of the storage boundary: everything the LogQL engine asks of stored logs.
+"""The SQLite implementation of the engine's `logql.reading.Reader`, over one reader connection.
 
-The engine is handed a `LogReader` (as Prometheus hands its engine a `Queryable`) and never
-sees SQL, a connection or a transaction. What it can ask:
-
-    with reader.snapshot(): ...                  one consistent view for a whole evaluation
-    reader.select_streams(tenant, matchers, start, end) -> {stream id: labels}
-    reader.visible_streams(tenant, groups, start, end) -> {stream id: labels}
-    reader.lines(ids, start, end, conditions=..., needles=..., backward=..., ordered=...,
-                 limited=...) -> LineScan        row batches (id, stream, ts, line, metadata)
-    reader.window_counts(ids, points, want_bytes) -> {(stream, metadata): (lines, bytes)}
-    reader.segments(ids, start, end) -> int      storage segments holding [start, end]
-    reader.grouped_counts(group_of, points, want_bytes) -> {(group, ""): (lines, bytes)}
-    reader.check_deadline()
-
-`conditions` (`LineConditions`) and `needles` are pushed down: every line they reject is one
-the pipeline would reject, so storage may use them only to narrow what it returns. Here they
-become SQL conditions on the head, Python tests on sealed rows and Bloom-filter checks that
-skip whole sealed blocks (storage/sealed.py); a second backend may use them as it can, or not
-at all. The deadline given at construction stops every statement (SQLite's progress handler)
-and every batch: `QueryTimeout` is raised, whatever the stage.
+The head's rows come from SQL with the line conditions inside SQLite, the sealed blocks'
+(storage/sealed.py) through the same conditions in Python, skipping whole blocks whose
+summaries and Bloom filters rule the needles out; counts are rollup arithmetic with exact
+edge corrections from both. The deadline given at construction stops every statement
+(SQLite's progress handler) and every batch: `QueryTimeout` is raised, whatever the stage.
+What retention and delete requests hide is taken out by services/visibility.py, not here.
 """
 
 from __future__ import annotations
@@ -26,13 +13,13 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
-from bisect import bisect_left
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Iterator, Sequence
 
+from logql.errors import QueryTimeout
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
+from logql.reading import LineConditions, Row, ScanCounts, Totals
 from storage import rollups, scan, sealed
-from storage.scan import LineConditions, QueryTimeout, Row
 from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
 
 # a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the
@@ -50,38 +37,21 @@ BY_STREAM_MAX = 64
 # SQLite VM steps between two deadline checks inside one statement
 _PROGRESS_STEPS = 20_000
 
-# (stream id, metadata text) -> (lines per bucket, bytes per bucket)
-Totals = dict[tuple[int, str], tuple[list[int], list[int]]]
-
-__all__ = ["LogReader", "LineScan", "LineConditions", "QueryTimeout", "Row", "Totals",
-           "ScanCounts"]
-
-
-class ScanCounts(Protocol):
-    """Where a scan adds what it examined (the query's stats object)."""
-    lines_scanned: int
-    bytes_scanned: int
+__all__ = ["LogReader", "LineScan"]
 
 
 class LogReader:
     """The SQLite implementation, over one reader connection."""
 
-    def __init__(self, conn: sqlite3.Connection, deadline: float | None = None,
-                 cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None,
-                 deletes_of: Callable[[str, dict[str, str]], list] | None = None):
+    # the rollups' minute: counts on whole minutes need no entry read
+    count_granularity = MINUTE_NS
+
+    def __init__(self, conn: sqlite3.Connection, deadline: float | None = None):
         self.conn = conn
         self.deadline = deadline
         # set from another thread when the request that wanted this read went away: every
         # statement and every deadline check then ends the read as if its time were up
         self.cancelled = False
-        # delete requests: (start, end, line predicate) per stream, by tenant and labels;
-        # the lines they name are left out of every read until they are gone from disk
-        self.deletes_of = deletes_of
-        self.deletes: dict[int, list[tuple[int, int, Callable[[str], bool]]]] = {}
-        # retention: the oldest visible timestamp of a stream, by tenant and labels; older
-        # lines are left out of every read (storage/retention.py removes them from disk later)
-        self.cutoff_of = cutoff_of
-        self.cutoffs: dict[int, int] = {}
 
     # -- lifetime --------------------------------------------------------------------------
     @contextmanager
@@ -124,36 +94,8 @@ class LogReader:
         raw = stream_label_sets(self.conn, ids, tenant)
         # a stream's labels come sorted by name (its canonical text is); only the
         # `__tenant_id__` a multi-tenant read adds lands out of place
-        out = raw if isinstance(tenant, str) else \
+        return raw if isinstance(tenant, str) else \
             {sid: dict(sorted(raw[sid].items())) for sid in ids}
-        for sid, labels in out.items():
-            own = tenant if isinstance(tenant, str) else labels.get("__tenant_id__", "")
-            if self.cutoff_of is not None:
-                cutoff = self.cutoff_of(own, labels)
-                if cutoff is not None:
-                    self.cutoffs[sid] = cutoff
-            if self.deletes_of is not None:
-                found = self.deletes_of(own, labels)
-                if found:
-                    self.deletes[sid] = found
-        return out
-
-    def visible_streams(self, tenant: str | TenantSet, groups: Sequence[Sequence[Matcher]],
-                        start: int, end: int) -> dict[int, dict[str, str]]:
-        """As select_streams for the union of matcher groups, without the streams that have
-        no line left in [start, end] once retention and delete requests are applied (what
-        labels and series answer)."""
-        found: dict[int, dict[str, str]] = {}
-        for group in groups or [()]:
-            found.update(self.select_streams(tenant, group, start, end))
-        for sid in list(found):
-            hides = self.cutoffs.get(sid, start) > start or any(
-                a <= end and b >= start for a, b, _ in self.deletes.get(sid, ()))
-            # the first visible row settles it; an unordered, limited scan reads the least
-            if hides and not any(self.lines([sid], start, end + 1, ordered=False,
-                                            limited=True)):
-                del found[sid]
-        return dict(sorted(found.items()))
 
     # -- lines -----------------------------------------------------------------------------
     def lines(self, stream_ids: Sequence[int], start: int, end: int, *,
@@ -165,41 +107,27 @@ class LogReader:
         (`ordered`, newest first if `backward`) or in no promised order (a few streams are
         read stream after stream, each oldest first; many in one pass). `limited`: the
         caller may stop early, so read the cheapest way to the first rows."""
-        ids = list(stream_ids)
-        start, end = _clamp(start), _clamp(end)
-        cut = [self.cutoffs[i] for i in ids if i in self.cutoffs]
-        if cut and len(cut) == len(ids):
-            start = max(start, min(cut))
-        return LineScan(self, ids, start, end, conditions, needles, backward, ordered, limited,
-                        counts)
+        return LineScan(self, list(stream_ids), _clamp(start), _clamp(end), conditions,
+                        needles, backward, ordered, limited, counts)
 
     # -- counts ----------------------------------------------------------------------------
     def window_counts(self, stream_ids: Sequence[int], points: list[int],
-                      want_bytes: bool, left_closed: bool = False) -> Totals:
-        """Lines and bytes of each (stream, metadata) in buckets (p[i], p[i+1]] (with
-        `left_closed`: [p[i], p[i+1]) ), without reading lines: whole minutes from the
-        rollups, the rest counted in SQLite. Left-closed buckets on whole minutes are the
-        rollups' own and need nothing else."""
+                      want_bytes: bool) -> Totals:
+        """Lines and bytes of each (stream, metadata) in buckets (p[i], p[i+1]], without
+        reading lines: whole minutes from the rollups, the rest counted in SQLite."""
         nb = len(points) - 1
         if nb <= 0 or not stream_ids:
             return {}
         points = [_clamp(p) for p in points]
-        aligned = all(p % MINUTE_NS == 0 for p in points)
-        # [a, b) is (a - 1, b - 1] in integer nanoseconds
-        shifted = [_clamp(p - 1) for p in points] if left_closed else points
-        if left_closed and aligned:
+        if all((p + 1) % MINUTE_NS == 0 for p in points):
+            # (m - 1, m' - 1] is [m, m'): the rollups' own buckets (volume's), nothing else
             totals, add = _new_totals(nb)
-            minute_ranges = [(points[i], points[i + 1]) for i in range(nb)]
+            minute_ranges = [(points[i] + 1, points[i + 1] + 1) for i in range(nb)]
             for sid, md, i, n, b in rollups.rollup_totals(self.conn, stream_ids,
                                                           minute_ranges):
                 add(sid, md, i, n, b)
-        else:
-            totals = self._counts(stream_ids, shifted, want_bytes)
-        if self.cutoffs:
-            self._hide_expired(totals, shifted, want_bytes)
-        if self.deletes:
-            self._hide_deleted(totals, stream_ids, shifted)
-        return totals
+            return totals
+        return self._counts(stream_ids, points, want_bytes)
 
     def _counts(self, stream_ids: Sequence[int], points: list[int], want_bytes: bool) -> Totals:
         width = points[1] - points[0]
@@ -208,79 +136,10 @@ class LogReader:
             return self._grid_counts(stream_ids, points, want_bytes)
         return self._edge_counts(stream_ids, points, want_bytes)
 
-    def hidden_lines(self, stream_ids: Sequence[int], start: int,
-                     end: int) -> Iterator[tuple[int, int, str]]:
-        """(stream, ts, line) of the lines in [start, end] that pending delete requests or
-        retention hide (what counts kept elsewhere, the patterns', must take out: expired
-        lines stay in their counts until the compactor's sweep removes them)."""
-        for sid in stream_ids:
-            found = self.deletes.get(sid) or []
-            cut = self.cutoffs.get(sid)
-            spans = [(a, b) for a, b, _ in found]
-            if cut is not None and cut > start:
-                spans.append((start, cut - 1))  # older than the stream's retention cutoff
-            if not spans:
-                continue
-            lo, hi = max(start, min(a for a, _ in spans)), min(end, max(b for _, b in spans))
-            if lo > hi:
-                continue
-            blocks = sealed.SealedBlocks(self.conn, [sid], lo, hi + 1)
-            for rows in scan.scan_by_stream(self.conn, [sid], lo, hi + 1,
-                                            deadline=self.deadline, sealed=blocks):
-                for _, _, ts, line, _ in rows:
-                    if (cut is not None and ts < cut) or any(
-                            a <= ts <= b and pick(line) for a, b, pick in found):
-                        yield sid, ts, line
-
     def segments(self, stream_ids: Sequence[int], start: int, end: int) -> int:
         """How many storage segments hold the streams' data in [start, end]: sealed blocks,
         and each stream's head (what index/stats reports as chunks)."""
         return sealed.segment_count(self.conn, stream_ids, start, end)
-
-    def _hide_deleted(self, totals: Totals, stream_ids: Sequence[int],
-                      points: list[int]) -> None:
-        """Take the lines delete requests name out of the counts: the streams' lines in the
-        requests' ranges are read and each picked one is subtracted from its bucket."""
-        for sid in stream_ids:
-            found = self.deletes.get(sid)
-            if not found:
-                continue
-            lo = max(points[0] + 1, min(f[0] for f in found), self.cutoffs.get(sid, 0))
-            hi = min(points[-1], max(f[1] for f in found))
-            if lo > hi:
-                continue
-            blocks = sealed.SealedBlocks(self.conn, [sid], lo, hi + 1)
-            for rows in scan.scan_by_stream(self.conn, [sid], lo, hi + 1,
-                                            deadline=self.deadline, sealed=blocks):
-                for _, _, ts, line, md in rows:
-                    if not any(a <= ts <= b and pick(line) for a, b, pick in found):
-                        continue
-                    t = totals.get((sid, md or ""))
-                    if t is not None:
-                        i = bisect_left(points, ts) - 1
-                        t[0][i] -= 1
-                        t[1][i] -= utf8_len(line)
-
-    def _hide_expired(self, totals: Totals, points: list[int], want_bytes: bool) -> None:
-        """Take the lines older than each stream's retention cutoff out of the counts:
-        buckets wholly before it are emptied, the one it cuts loses the lines before it."""
-        nb = len(points) - 1
-        cut_buckets: dict[int, int] = {}
-        for (sid, md), (lines, sizes) in totals.items():
-            cutoff = self.cutoffs.get(sid)
-            if cutoff is None or cutoff <= points[0] + 1:
-                continue
-            for i in range(nb):
-                if points[i + 1] < cutoff:
-                    lines[i] = sizes[i] = 0
-                elif points[i] < cutoff - 1:
-                    cut_buckets[sid] = i
-        for sid, i in cut_buckets.items():
-            edge = [(points[i], self.cutoffs[sid] - 1)]
-            for _, md, _, n, b in _entry_totals(self.conn, [sid], edge, want_bytes):
-                if (sid, md) in totals:
-                    totals[(sid, md)][0][i] -= n
-                    totals[(sid, md)][1][i] -= b
 
     def grouped_counts(self, group_of: dict[int, int], points: list[int],
                        want_bytes: bool) -> Totals:
@@ -291,13 +150,6 @@ class LogReader:
         if nb <= 0 or not group_of:
             return totals
         points = [_clamp(p) for p in points]
-        if any(sid in self.cutoffs or sid in self.deletes for sid in group_of):
-            # per stream (what retention or deletes hide is taken out there), then summed
-            for (sid, _), (lines, sizes) in self.window_counts(list(group_of), points,
-                                                               want_bytes).items():
-                for i in range(nb):
-                    add(group_of[sid], "", i, lines[i], sizes[i])
-            return totals
         origin, width = points[0], points[1] - points[0]
         for grp, i, n, b in rollups.grouped_rollup_grid(self.conn, group_of, origin, width,
                                                          nb):
@@ -402,15 +254,6 @@ class LineScan:
         conn, ids, deadline = self.reader.conn, self.ids, self.reader.deadline
         if not ids or self.start >= self.end:
             return
-        cutoffs = {i: self.reader.cutoffs[i] for i in ids if i in self.reader.cutoffs}
-        deleted = {i: self.reader.deletes[i] for i in ids if i in self.reader.deletes}
-        if cutoffs or deleted:
-            yield from _visible(self._batches(conn, ids, deadline), cutoffs, deleted)
-        else:
-            yield from self._batches(conn, ids, deadline)
-
-    def _batches(self, conn: sqlite3.Connection, ids: list[int],
-                 deadline: float | None) -> Iterator[list[Row]]:
         blocks = self._blocks = sealed.SealedBlocks(conn, ids, self.start, self.end,
                                                     conditions=self.conditions,
                                                     needles=self.needles)
@@ -444,17 +287,3 @@ class LineScan:
             self.counts.lines_scanned += lines
             self.counts.bytes_scanned += size
 
-
-def _visible(batches: Iterator[list[Row]], cutoffs: dict[int, int],
-             deleted: dict[int, list]) -> Iterator[list[Row]]:
-    """Rows not older than their stream's retention cutoff and named by no delete request."""
-    for rows in batches:
-        kept = [r for r in rows if r[2] >= cutoffs.get(r[1], r[2])
-                and not any(a <= r[2] <= b and pick(r[3])
-                            for a, b, pick in deleted.get(r[1], ()))]
-        if kept:
-            yield kept
-
-
-def utf8_len(line: str) -> int:
-    return len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))

@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 from logql.errors import QueryTimeout
+from logql.reading import LineConditions, Row, ci_testable
 from storage.sealed import SealedBlocks
 
 FIRST_WINDOW_NS = 60 * 10**9
@@ -31,14 +31,6 @@ TARGET_ROWS = 4000
 # rows one window may bring into memory: a first window over dense data (a minute of
 # thousands of lines a second) is cut to this many before anything is read
 WINDOW_MAX_ROWS = 4 * TARGET_ROWS
-# SQLite's default SQLITE_MAX_LIKE_PATTERN_LENGTH is 50000
-_MAX_LIKE = 40000
-# ASCII letters whose Unicode case-fold orbit holds a non-ASCII character (K: Kelvin sign,
-# S: long s). SQLite's LIKE folds ASCII only, so a needle with one of these could miss a
-# line that Go's (?i) would match.
-_FOLD_OUTSIDE_ASCII = set("kKsS")
-
-Row = tuple  # (id, stream_id, ts, line, metadata)
 
 
 MAX_SQL_ALTERNATIVES = 64
@@ -52,105 +44,46 @@ def _first_terms(parts: list[str], params: list) -> tuple[list[str], list]:
     return kept, params[:sum(p.count("?") for p in kept)]
 
 
-@dataclass
-class LineConditions:
-    """Conditions on the stored line that every line kept by the query satisfies.
-
-    `all_of`: an AND of ORs of needles `(text, case_insensitive)`; `none_of`: substrings no
-    kept line contains. Needles the SQL dialect cannot test exactly are left out (which only
-    widens the scan). `label_values`: `(name, value)` pairs a `| parser | name="value"`
-    filter demands of streams without that label: the line holds the value, or a backslash
-    that could hide it, or the entry's metadata has the label (see RequiredLabelValues)."""
-    all_of: list[list[tuple[str, bool]]] = field(default_factory=list)
-    none_of: list[str] = field(default_factory=list)
-    label_values: list[tuple[str, str]] = field(default_factory=list)
-
-    def sql(self) -> tuple[str, list]:
-        """(` AND ...` fragment, parameters); empty when nothing applies."""
-        parts: list[str] = []
-        params: list = []
-        for clause in self.all_of:
-            if len(clause) > MAX_SQL_ALTERNATIVES:
-                continue  # SQLite's expression depth is bounded: this one is left to Python
-            alts: list[str] = []
-            alt_params: list = []
-            for text, ci in clause:
-                if not ci:
-                    alts.append("instr(line, ?) > 0")
-                    alt_params.append(text)
-                elif _like_safe(text):
-                    alts.append("line LIKE ? ESCAPE '\\'")
-                    alt_params.append("%" + _like_escape(text) + "%")
-                else:
-                    alts = []  # one untestable alternative makes the whole OR untestable
-                    break
-            if alts:
-                parts.append("(" + " OR ".join(alts) + ")" if len(alts) > 1 else alts[0])
-                params.extend(alt_params)
-        for text in self.none_of:
-            parts.append("instr(line, ?) = 0")
-            params.append(text)
-        for name, value in self.label_values:
-            # metadata is compact JSON written by the ingester: a key reads "name":
-            parts.append("(instr(line, ?) > 0 OR instr(line, '\\') > 0 "
-                         "OR instr(coalesce(metadata, ''), ?) > 0)")
-            params.extend((value, f'"{name}":'))
-        # SQLite nests an AND chain one level per term, up to 1000: a query of 2000 line
-        # filters keeps the first ones in SQL and leaves the rest to the pipeline
-        parts, params = _first_terms(parts, params)
-        if not parts:
-            return "", []
-        return " AND " + " AND ".join(parts), params
-
-    def __bool__(self) -> bool:
-        return bool(self.sql()[0])
-
-    def matcher(self) -> "Callable[[str, str | None], bool] | None":
-        """The same conditions as a Python test of (line, metadata), for rows read from
-        sealed blocks; None when nothing applies. It rejects exactly what `sql()` rejects."""
-        tests: list[Callable[[str, str | None], bool]] = []
-        for clause in self.all_of:
-            alts: list[tuple[str, bool]] = []
-            for text, ci in clause:
-                if ci and not _like_safe(text):
-                    alts = []
-                    break
-                alts.append((text.lower() if ci else text, ci))
-            if alts:
-                tests.append(_any_of(alts))
-        for text in self.none_of:
-            tests.append(lambda line, md, t=text: t not in line)
-        for name, value in self.label_values:
-            key = f'"{name}":'
-            tests.append(lambda line, md, v=value, k=key:
-                         v in line or "\\" in line or (md is not None and k in md))
-        if not tests:
-            return None
-        if len(tests) == 1:
-            return tests[0]
-        return lambda line, md: all(t(line, md) for t in tests)
-
-
-def _any_of(alts: list[tuple[str, bool]]) -> "Callable[[str, str | None], bool]":
-    if len(alts) == 1:
-        text, ci = alts[0]
-        if ci:
-            return lambda line, md: text in _ascii_lower(line)
-        return lambda line, md: text in line
-    return lambda line, md: any(t in (_ascii_lower(line) if ci else line) for t, ci in alts)
-
-
-def _ascii_lower(line: str) -> str:
-    # SQLite's LIKE folds ASCII letters only; str.lower() would fold more (and İ to two chars)
-    return line.lower() if line.isascii() else line.translate(_ASCII_LOWER)
-
-
-_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
-
-
-def _like_safe(text: str) -> bool:
-    return (0 < len(text) < _MAX_LIKE and text.isascii()
-            and not any(c in _FOLD_OUTSIDE_ASCII for c in text))
+def conditions_sql(conditions: LineConditions | None) -> tuple[str, list]:
+    """(` AND ...` fragment, parameters) testing the line conditions on `entries`; empty
+    when nothing applies. It rejects exactly what `conditions.matcher()` rejects (the sealed
+    rows' test), except for terms beyond SQLite's expression bounds, which are left out."""
+    if conditions is None:
+        return "", []
+    parts: list[str] = []
+    params: list = []
+    for clause in conditions.all_of:
+        if len(clause) > MAX_SQL_ALTERNATIVES:
+            continue  # SQLite's expression depth is bounded: this one is left to Python
+        alts: list[str] = []
+        alt_params: list = []
+        for text, ci in clause:
+            if not ci:
+                alts.append("instr(line, ?) > 0")
+                alt_params.append(text)
+            elif ci_testable(text):
+                alts.append("line LIKE ? ESCAPE '\\'")
+                alt_params.append("%" + _like_escape(text) + "%")
+            else:
+                alts = []  # one untestable alternative makes the whole OR untestable
+                break
+        if alts:
+            parts.append("(" + " OR ".join(alts) + ")" if len(alts) > 1 else alts[0])
+            params.extend(alt_params)
+    for text in conditions.none_of:
+        parts.append("instr(line, ?) = 0")
+        params.append(text)
+    for name, value in conditions.label_values:
+        # metadata is compact JSON written by the ingester: a key reads "name":
+        parts.append("(instr(line, ?) > 0 OR instr(line, '\\') > 0 "
+                     "OR instr(coalesce(metadata, ''), ?) > 0)")
+        params.extend((value, f'"{name}":'))
+    # SQLite nests an AND chain one level per term, up to 1000: a query of 2000 line
+    # filters keeps the first ones in SQL and leaves the rest to the pipeline
+    parts, params = _first_terms(parts, params)
+    if not parts:
+        return "", []
+    return " AND " + " AND ".join(parts), params
 
 
 def _like_escape(text: str) -> str:
@@ -182,7 +115,7 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
     this stream's (the head query already has just `stream_ids`)."""
     if not stream_ids or start >= end:
         return
-    where, cond_params = conditions.sql() if conditions else ("", [])
+    where, cond_params = conditions_sql(conditions)
     order = " ORDER BY ts DESC, id DESC" if backward else " ORDER BY ts, id"
     sql = _SELECT + where + order
     ids = _ids_param(stream_ids)
@@ -300,7 +233,7 @@ def scan_unordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: i
     a statement per stream and window cost more than the rows."""
     if not stream_ids or start >= end:
         return
-    where, cond_params = conditions.sql() if conditions else ("", [])
+    where, cond_params = conditions_sql(conditions)
     cur = conn.execute(_SELECT + where, (_ids_param(stream_ids), start, end, *cond_params))
     while True:
         rows = cur.fetchmany(target_rows)

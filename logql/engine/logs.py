@@ -1,6 +1,6 @@
 """Log query evaluation (logql.md §6), and the pipeline feed of metric queries.
 
-Every function reads through a `storage.reader.LogReader` (the storage boundary) and runs
+Every function reads through a `logql.reading.Reader` (the storage protocol) and runs
 in the caller's thread:
 
     evaluate_log_query(reader, tenant, query, start, end, limit=..., backward=...) -> list
@@ -27,7 +27,7 @@ from logql.syntax import ast as A
 from logql.plan import LogPlan, compile_log_query, compile_unwrap
 from logql.pipeline.builder import LabelsBuilder
 from logql.engine.results import QueryStats, categorized_labels, categorized_result, streams_result
-from storage.reader import LineScan, LogReader
+from logql.reading import Reader, Scan
 
 INTERVAL_SPLIT_NS = 3600 * 10**9  # Loki thins `interval` per 1 h query split (observed #13)
 INSTANT_LOOKBACK_NS = 30 * 10**9   # range of a log query sent to the instant endpoint
@@ -55,7 +55,7 @@ class _FixedLabels:
 class _Feed:
     """Rows of one query's streams, through the pipeline."""
 
-    def __init__(self, reader: LogReader, plan: LogPlan, tenant: Any, start: int, end: int,
+    def __init__(self, reader: Reader, plan: LogPlan, tenant: Any, start: int, end: int,
                  stats: QueryStats):
         self.reader, self.plan, self.start, self.end = reader, plan, start, end
         self.stats = stats
@@ -64,7 +64,7 @@ class _Feed:
         self.ids = list(self.labels)
         stats.streams += len(self.ids)
         self.conditions = plan.conditions_for(self.labels.values())
-        self._scan: LineScan | None = None
+        self._scan: Scan | None = None
 
     # -- rows ------------------------------------------------------------------------------
     def batches(self, backward: bool, ordered: bool = True,
@@ -77,7 +77,7 @@ class _Feed:
         return self._scan.batches()
 
     def finish(self) -> None:
-        """Add what the scans examined to the stats (rows SQLite filtered out included)."""
+        """Add what the scans examined to the stats (rows storage filtered out included)."""
         if self._scan is not None:
             self._scan.finish()
             self._scan = None
@@ -140,7 +140,7 @@ def _metadata(cache: dict[str, dict[str, str]], text: str) -> dict[str, str]:
 
 # -- public entry points ---------------------------------------------------------------------
 
-def evaluate_log_query(reader: LogReader, tenant: Any, query: A.LogQuery, start: int,
+def evaluate_log_query(reader: Reader, tenant: Any, query: A.LogQuery, start: int,
                        end: int, *, limit: int = 100, backward: bool = True,
                        interval_ns: int = 0, categorize: bool = False,
                        stats: QueryStats | None = None) -> list[dict]:
@@ -165,7 +165,7 @@ RESULT_TOO_LARGE = ("the query result is larger than 64 MiB of log lines; lower 
                     "filter the lines")
 
 
-def _collect(reader: LogReader, plan: LogPlan, tenant: Any, start: int, end: int,
+def _collect(reader: Reader, plan: LogPlan, tenant: Any, start: int, end: int,
              limit: int, backward: bool, interval_ns: int, categorize: bool,
              stats: QueryStats) -> list:
     feed = _Feed(reader, plan, tenant, start, end, stats)
@@ -201,7 +201,7 @@ def _collect(reader: LogReader, plan: LogPlan, tenant: Any, start: int, end: int
     return kept
 
 
-def iter_pipeline(reader: LogReader, tenant: Any, log_query: A.LogQuery, start_ns: int,
+def iter_pipeline(reader: Reader, tenant: Any, log_query: A.LogQuery, start_ns: int,
                   end_ns: int, *, stats: QueryStats | None = None, ordered: bool = True
                   ) -> Iterator[tuple[int, str, dict[str, str]]]:
     """Every entry with start_ns <= ts < end_ns that survives the full pipeline, as
@@ -223,7 +223,7 @@ def iter_pipeline(reader: LogReader, tenant: Any, log_query: A.LogQuery, start_n
             feed.finish()
 
 
-def iter_samples(reader: LogReader, tenant: Any, log_query: A.LogQuery,
+def iter_samples(reader: Reader, tenant: Any, log_query: A.LogQuery,
                  unwrap: A.Unwrap, start_ns: int, end_ns: int, *,
                  stats: QueryStats | None = None, ordered: bool = True
                  ) -> Iterator[tuple[int, float, dict[str, str]]]:

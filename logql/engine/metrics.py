@@ -1,7 +1,7 @@
 """Metric query evaluation (spec logql.md §7, http-api.md §4): the entry point the query route
 calls, step planning and result assembly.
 
-The query service calls, on a reader thread, with a ``storage.reader.LogReader``::
+The query service calls, on a reader thread, with a ``logql.reading.Reader``::
 
     result = evaluate_metric(reader, tenant, expr, start_ns=..., end_ns=..., step_ns=...,
                              instant=False, limits=config.limits_config, stats=stats)
@@ -32,7 +32,7 @@ from logql.engine.vector import eval_label_replace, eval_vector_aggregation
 from logql.gocompat.format import format_float_f
 from logql.engine.results import QueryStats
 from logql.errors import QueryError
-from storage.reader import LogReader
+from logql.reading import Reader
 
 MAX_POINTS = 11000
 DEFAULT_MAX_SERIES = 500
@@ -93,7 +93,7 @@ def plan_steps(start_ns: int, end_ns: int, step_ns: int, instant: bool) -> list[
     return list(range(start, end + 1, step_ns))
 
 
-def evaluate_metric(reader: LogReader, tenant: Any, expr, *, start_ns: int, end_ns: int,
+def evaluate_metric(reader: Reader, tenant: Any, expr, *, start_ns: int, end_ns: int,
                     step_ns: int, instant: bool, limits=None,
                     stats: QueryStats | None = None) -> MetricResult:
     """Evaluate a parsed metric query (any ``logql.ast.SampleExpr``) over SQLite.
@@ -133,7 +133,7 @@ def evaluate_metric(reader: LogReader, tenant: Any, expr, *, start_ns: int, end_
 class Evaluator:
     """Walks the AST; every ``eval`` returns a ``Scalar`` (float) or ``StepVectors``."""
 
-    def __init__(self, reader: LogReader, tenant: Any, steps: list[int], step_ns: int,
+    def __init__(self, reader: Reader, tenant: Any, steps: list[int], step_ns: int,
                  stats: QueryStats | None = None):
         self.reader = reader
         self.tenant = tenant

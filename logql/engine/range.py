@@ -4,9 +4,9 @@
 Two ways to get the samples of each window ``(t - offset - range, t - offset]``:
 
 * **Rollups** (``count_over_time``, ``rate``, ``bytes_over_time``, ``bytes_rate`` over a bare
-  selector): the windows are cut into buckets at every window edge; whole minutes of a bucket
-  come from the per-minute rollups and only the partial minute at an edge is counted from
-  the entries, all inside SQLite (``storage.rollups``). No line reaches Python.
+  selector): the windows are cut into buckets at every window edge and the reader counts
+  each bucket (``Reader.window_counts``; the SQLite one from its per-minute rollups, with
+  the partial minute at an edge counted from the entries). No line reaches Python.
 * **Scan**: the entries of the selected streams in the covered time range go through the
   log pipeline (planned by ``logql.compile``: SQL line conditions, FTS prefilter, hoisted
   line filters); each surviving line gives one sample at its timestamp, grouped into series,
@@ -29,8 +29,7 @@ from logql.engine.functions import RANGE_FUNCTIONS, sliding_quantiles
 from logql.pipeline.builder import LabelsBuilder
 from logql.engine.results import QueryStats
 from logql.engine.unwrap_scan import DROPPED, LogfmtUnwrapScan
-from logql.model import MINUTE_NS
-from storage.reader import LogReader, utf8_len
+from logql.reading import Reader, utf8_len
 
 _decode_md = msgspec.json.Decoder(dict[str, str]).decode
 MD_CACHE_MAX = 10_000
@@ -41,7 +40,7 @@ COUNT_OPS = frozenset(("count_over_time", "absent_over_time"))
 _PARSERS = (A.JsonParser, A.LogfmtParser, A.RegexpParser, A.PatternParser, A.UnpackParser)
 
 
-def eval_range_aggregation(reader: LogReader, tenant: Any, node: A.RangeAggregation,
+def eval_range_aggregation(reader: Reader, tenant: Any, node: A.RangeAggregation,
                            steps: list[int], stats: QueryStats) -> StepVectors:
     lr = node.log_range
     op = node.op
@@ -56,7 +55,7 @@ def eval_range_aggregation(reader: LogReader, tenant: Any, node: A.RangeAggregat
                                node.param)
 
 
-def _samples_or_rollups(reader: LogReader, tenant, query: A.LogQuery, lr: A.LogRange,
+def _samples_or_rollups(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange,
                         op: str, grouping, windows, stats: QueryStats, param) -> StepVectors:
     if op in ROLLUP_OPS and lr.unwrap is None and not query.stages:
         return _from_rollups(reader, tenant, query, op, windows, lr.range_ns, stats)
@@ -100,7 +99,7 @@ def _has_error(key: LabelKey) -> bool:
 
 # ----------------------------------------------------------------------------- scanning
 
-def _scan_samples(reader: LogReader, tenant, query: A.LogQuery, lr: A.LogRange, op: str,
+def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op: str,
                   grouping, windows, stats: QueryStats
                   ) -> dict[LabelKey, tuple[list[int], list]]:
     """Samples per series: ``key -> (sorted timestamps, values)``; values are None for the
@@ -149,7 +148,7 @@ def _scan_samples(reader: LogReader, tenant, query: A.LogQuery, lr: A.LogRange, 
     shortcut_keys: dict[tuple[int, str | None], LabelKey | None] = {}
     scan = reader.lines(sids, start, end, conditions=conditions, needles=plan.needles,
                         ordered=False)
-    for rows in scan:
+    for rows in scan.batches():
         reader.check_deadline()
         for _id, sid, ts, line, md in rows:
             lines += 1
@@ -277,7 +276,7 @@ def _small_grid(lo: int, hi: int, width: int, windows: list) -> bool:
     return points <= GRID_POINTS or points <= 4 * len(windows) + 4
 
 
-def _from_rollups(reader: LogReader, tenant, query: A.LogQuery, op: str, windows,
+def _from_rollups(reader: Reader, tenant, query: A.LogQuery, op: str, windows,
                   range_ns: int, stats: QueryStats) -> StepVectors:
     """Window totals from rollups + exact edge corrections, without reading lines."""
     stats.used_rollups = True
@@ -290,10 +289,11 @@ def _from_rollups(reader: LogReader, tenant, query: A.LogQuery, op: str, windows
     step = windows[1][1] - windows[0][1] if len(windows) > 1 else range_ns
     width = math.gcd(range_ns, step)
     want_bytes = op in BYTES_OPS
-    # a uniform grid of whole minutes serves overlapping windows best, unless the range
-    # dwarfs the step ([999999h] at step 1m would be 60 million points): then only the
-    # windows' own edges are counted
-    if width % MINUTE_NS == 0 and lo % MINUTE_NS == 0 and _small_grid(lo, hi, width, windows):
+    # a uniform grid on the reader's granularity serves overlapping windows best, unless
+    # the range dwarfs the step ([999999h] at step 1m would be 60 million points): then only
+    # the windows' own edges are counted
+    grain = reader.count_granularity
+    if width % grain == 0 and lo % grain == 0 and _small_grid(lo, hi, width, windows):
         points = list(range(lo, hi + 1, width))
     else:
         points = sorted({x for w in windows for x in w})
@@ -331,7 +331,7 @@ def _from_rollups(reader: LogReader, tenant, query: A.LogQuery, op: str, windows
     return out
 
 
-def eval_summed_counts(reader: LogReader, tenant, node: A.VectorAggregation,
+def eval_summed_counts(reader: Reader, tenant, node: A.VectorAggregation,
                        steps: list[int], stats: QueryStats) -> StepVectors | None:
     """``sum by (stream labels) (count_over_time|bytes_over_time(<selector>[r]))`` straight
     from grouped rollups: the per-(stream, metadata) series are never built. Integer totals
@@ -347,8 +347,9 @@ def eval_summed_counts(reader: LogReader, tenant, node: A.VectorAggregation,
     lo, hi = windows[0][0], windows[-1][1]
     step = windows[1][1] - windows[0][1] if len(windows) > 1 else lr.range_ns
     width = math.gcd(lr.range_ns, step)
-    if width % MINUTE_NS or lo % MINUTE_NS or not _small_grid(lo, hi, width, windows):
-        return None   # not a grid of whole minutes, or one far larger than the windows
+    grain = reader.count_granularity
+    if width % grain or lo % grain or not _small_grid(lo, hi, width, windows):
+        return None   # not a grid grouped_counts takes, or one far larger than the windows
     label_sets = reader.select_streams(tenant, lr.query.selector.matchers, lo + 1, hi)
     sids = list(label_sets)
     names = sorted(set(node.grouping.labels))

@@ -9,9 +9,10 @@ import sqlite3
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from logql.reading import LineConditions
 from storage import blocks as B
 from storage.db import migrate
-from storage.scan import LineConditions
+from storage.scan import conditions_sql
 from storage.sealed import BlockFilter, SealedBlocks, Summary, sealed_at, sealed_range_counts, \
     sealed_totals
 
@@ -144,7 +145,7 @@ def test_sealed_rows_apply_the_conditions_exactly_as_sql(conn):
              LineConditions(none_of=["e"]),
              LineConditions(label_values=[("a", "zz")])]
     for cond in cases:
-        sql, params = cond.sql()
+        sql, params = conditions_sql(cond)
         blocks = SealedBlocks(conn, [1], T, T + 10**12, conditions=cond)
         got = sorted(r[3] for r in blocks.rows(T, T + 10**12))
         mem = sqlite3.connect(":memory:")
