@@ -18,11 +18,8 @@ from services import grafana_access as access
 from services import grafana_objects as objects
 from services import grafana_perms as perms
 from services import grafana_search as search_svc
-from services.grafana_auth import BAD_CREDENTIALS, authenticate, parse_authorization
-from services.login_attempts import BLOCKED_TEXT, LoginAttempts
 from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError
 from routes.deps import Ctx
-from services.context import AppContext
 
 def handle_grafana_error(_: Request, exc: GrafanaError) -> Response:
     return ok(exc.body(), exc.status)
@@ -43,23 +40,9 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
 
 
 async def provide_caller(request: Request, ctx: Ctx) -> Caller:
-    header = request.headers.get("authorization")
-    parsed = parse_authorization(header)
-    login = parsed[1] if parsed is not None and parsed[0] == "basic" else None
-    if login is None:
-        return await ctx.db.read(authenticate, header, request.headers.get("x-grafana-org-id"))
-    attempts: LoginAttempts = ctx.extras["login_attempts"]
-    address = request.client.host if request.client else ""
-    if attempts.blocked(login, address):
-        raise GrafanaError(429, BLOCKED_TEXT)
-    try:
-        caller = await ctx.db.read(authenticate, header, request.headers.get("x-grafana-org-id"))
-    except GrafanaError as exc:
-        if exc.message == BAD_CREDENTIALS:
-            attempts.failed(login, address)
-        raise
-    attempts.succeeded(login)
-    return caller
+    return await ctx.grafana.caller(request.headers.get("authorization"),
+                                    request.headers.get("x-grafana-org-id"),
+                                    request.client.host if request.client else "")
 
 
 def query_of(request: Request) -> search_svc.Query:
@@ -269,8 +252,3 @@ router = Router(
 
 handlers: list[Any] = [router]
 
-
-def register(ctx: AppContext) -> None:
-    """Called once from app.build_context: the start-up hook creating the initial admin."""
-    from services.grafana_auth import register as register_auth
-    register_auth(ctx)

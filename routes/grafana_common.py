@@ -9,7 +9,7 @@ import msgspec
 from litestar import Request, Response
 
 from logql import depth
-from services.context import AppContext
+from services.context import Services
 from litestar.di import NamedDependency
 
 from services.grafana_common import Caller, GrafanaError, bad_request
@@ -43,7 +43,7 @@ async def body_of(request: Request, kind: type[T]) -> T:
         raise bad_request() from None
 
 
-async def write(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
+async def write(ctx: Services, fn: Callable[..., T], *args: Any) -> T:
     """Run fn(conn, *args) in the next group commit: all of it lands, or none of it."""
     return await ctx.db.write(lambda conn: fn(conn, *args))
 

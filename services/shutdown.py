@@ -71,16 +71,3 @@ class ShutdownControl:
                 # after this response has gone out: granian then stops its worker gracefully
                 asyncio.get_running_loop().call_later(
                     0.05, os.kill, int(pid), signal.SIGTERM)
-
-
-def register(ctx: Any) -> ShutdownControl:
-    control = ShutdownControl(ctx.config.data_dir, ctx.services, ctx.extras["sealer"],
-                              ctx.ingester)
-    ctx.extras["shutdown"] = control
-
-    async def on_stop(_ctx: Any) -> None:
-        await control.on_stop()
-
-    # first among the stop hooks: the sealer must still be running to seal
-    ctx.extras.setdefault("on_stop", []).insert(0, on_stop)
-    return control

@@ -316,17 +316,5 @@ class TailHub:
                 tailer.closed = True
                 tailer._wake.set()
 
-
-def register(ctx: Any) -> TailHub:
-    """Create the hub and subscribe it to committed pushes."""
-    from services.ingester import add_written_listener
-
-    hub = TailHub(lambda tenant: ctx.limits.of(tenant).max_concurrent_tail_requests)
-    ctx.extras["tail_hub"] = hub
-    add_written_listener(ctx.ingester, hub.on_written)
-
-    async def on_stop(_ctx: Any) -> None:
-        hub.close_all()
-
-    ctx.extras.setdefault("on_stop", []).append(on_stop)
-    return hub
+    async def stop(self) -> None:
+        self.close_all()
