@@ -25,13 +25,13 @@ LOGSTORE_VERSION = "0.1.0"
 async def ready(ctx: Ctx) -> Response:
     if ctx.states.stopping:
         return Response("Application is stopping\n", status_code=503, media_type=PLAIN)
-    if ctx.db.disk_full:
+    if ctx.ingester.disk_full:
         return Response("Ingester not ready: the disk is full, pushes are refused until "
                         "there is space again\n", status_code=503, media_type=PLAIN)
     waiting = ctx.states.not_running()
-    if waiting or not ctx.db.writer_alive:
+    if waiting or not ctx.ingester.writer_alive:
         lines = "".join(f"{state}: {count}\n" for state, count in sorted(waiting.items()))
-        if not ctx.db.writer_alive and not waiting:
+        if not ctx.ingester.writer_alive and not waiting:
             return Response("Ingester not ready: the writer is not running\n", status_code=503,
                             media_type=PLAIN)
         return Response("Some services are not Running:\n" + lines, status_code=503,

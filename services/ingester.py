@@ -137,6 +137,15 @@ class Ingester:
         self.ingest_limits = ingest_limits
         self.truncated = 0  # lines cut to max_line_size (max_line_size_truncate)
 
+    # -- readiness (/ready) ------------------------------------------------------------------
+    @property
+    def disk_full(self) -> bool:
+        return self.db.disk_full
+
+    @property
+    def writer_alive(self) -> bool:
+        return self.db.writer_alive
+
     # -- validation --------------------------------------------------------------------------
     def _levels(self, fields: list[str]) -> LevelDetector:
         key = tuple(fields)
