@@ -1,6 +1,7 @@
 """Grafana-compatible HTTP API under /api: search, dashboards, folders, stars, tags,
 permissions, health and frontend settings. Thin handlers: parse, call one operation of the
-Grafana service (which runs it in one read or one group-commit write), encode. Errors are Grafana's JSON bodies, not Loki's text."""
+Grafana service (which runs it in one read or one group-commit write), encode. Errors are
+Grafana's JSON bodies, not Loki's text."""
 
 from __future__ import annotations
 

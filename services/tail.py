@@ -1,12 +1,12 @@
 """Live tail: a hub that hands every committed push to the tail sessions of its tenant.
 
 The ingester calls `TailHub.on_written(tenant, result)` in the event loop after each commit
-(through `Ingester.on_written`); nothing polls the entries table. Each `Tailer` keeps only the
-rows of streams its selector accepts, in a bounded buffer; its sender runs the compiled
-pipeline over them and turns the survivors into frames of at most 100 entries. When the
-buffer is full (the client reads too slowly, or the pipeline cannot keep up), further rows are
-not kept: those the pipeline would have sent are reported as `dropped_entries` in the next
-frame (at most 1000 per frame), and memory stays bounded.
+(one of `Ingester.written_listeners`); nothing polls the entries table. Each `Tailer` keeps
+only the rows of streams its selector accepts, in a bounded buffer; its sender runs the
+compiled pipeline over them and turns the survivors into frames of at most 100 entries. When
+the buffer is full (the client reads too slowly, or the pipeline cannot keep up), further
+rows are not kept: those the pipeline would have sent are reported as `dropped_entries` in
+the next frame (at most 1000 per frame), and memory stays bounded.
 
 Frames are the JSON objects of http-api.md §8 (`{"streams": [...], "dropped_entries": [...]}`)
 or, for `/api/compat/tail`, the legacy shape of §15.
