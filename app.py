@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from litestar import Litestar
     from litestar.types import ASGIApp, Receive, Scope, Send
 
-    from services.context import AppContext
+    from services.context import Services
 
 # The web framework, the routes, the services and storage are imported where the app is
 # built, not here: `logstore serve` runs in a parent process that only starts granian, and
@@ -32,8 +32,6 @@ log = logging.getLogger("logstore")
 
 GIL_SWITCH_INTERVAL = 0.0002  # seconds
 
-SERVICE_NAMES = ["server", "store", "ingester", "sealer"]
-
 
 def route_modules() -> list:
     from routes import (admin, delete, drilldown, grafana, index, legacy, meta, openapi, otlp,
@@ -42,24 +40,8 @@ def route_modules() -> list:
             drilldown, openapi]
 
 
-def build_context(cfg: Config) -> AppContext:
-    from routes import admin, grafana
+def tune_process() -> None:
     from services import memory
-    from services import sealer as sealer_service
-    from services import shutdown as shutdown_service
-    from services import compactor as compactor_service
-    from services import deletes as deletes_service
-    from services import inflight as inflight_service
-    from services import overrides as overrides_service
-    from services import patterns as patterns_service
-    from services import ruler as ruler_service
-    from services.base import ServiceRegistry
-    from services.context import AppContext
-    from services.ingester import Ingester
-    from services.metrics import Metrics
-    from services.querier import Querier
-    from services.query_gate import gate_collector
-    from storage.db import Database
 
     # Reads are Python work on reader threads; with Python's 5 ms GIL switch interval four
     # heavy queries kept the event loop waiting long enough to take one-line pushes from
@@ -67,32 +49,9 @@ def build_context(cfg: Config) -> AppContext:
     # p50 31 ms, at a cost to the queries of a few per cent.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     memory.limit_arenas()  # before the writer and reader threads allocate
-    db = Database(cfg.data_dir, synchronous=cfg.storage.synchronous,
-                  read_connections=cfg.storage.read_connections)
-    metrics = Metrics(db.size_bytes, lambda: db.commits, build=admin.build_labels())
-    # the one place limits_config is read: everything else asks a tenant's limits of this
-    limits = overrides_service.Overrides(cfg.limits_config, cfg.runtime_config.file,
-                                         cfg.runtime_config.period)
-    ingester = Ingester(db, limits)
-    querier = Querier(db, limits, max_concurrent=cfg.querier.max_concurrent,
-                      max_outstanding=cfg.query_scheduler.max_outstanding_requests_per_tenant)
-    ctx = AppContext(config=cfg, db=db, ingester=ingester, metrics=metrics,
-                     services=ServiceRegistry(list(SERVICE_NAMES)), querier=querier,
-                     limits=limits)
-    metrics.registry.register(gate_collector(querier.gate, querier))
-    grafana.register(ctx)
-    inflight_service.register(ctx)
-    sealer_service.register(ctx)
-    shutdown_service.register(ctx)
-    overrides_service.register(ctx)
-    deletes_service.register(ctx)
-    compactor_service.register(ctx)
-    ruler_service.register(ctx)
-    patterns_service.register(ctx)
-    return ctx
 
 
-def _timing_middleware(ctx: AppContext):
+def _timing_middleware(services: Services):
     from routes.cancel import CLIENT_CLOSED, cancellable, run_until_disconnect
     from routes.paths import canonical_path
 
@@ -118,8 +77,8 @@ def _timing_middleware(ctx: AppContext):
             finally:
                 handler = scope.get("route_handler")
                 route = canonical_path(handler.paths) if handler is not None else "other"
-                ctx.metrics.observe_request(route, scope["method"], status,
-                                            time.perf_counter() - started)
+                services.metrics.observe_request(route, scope["method"], status,
+                                                 time.perf_counter() - started)
         return middleware
     return factory
 
@@ -128,51 +87,60 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from litestar import Litestar
     from litestar.di import Provide
 
+    from routes import admin
     from routes.errors import EXCEPTION_HANDLERS
     from routes.paths import with_loki_paths
     from services.base import State
+    from services.wiring import build_services
 
     cfg = cfg or config_module.load_config()
-    ctx = build_context(cfg)
+    tune_process()
+    # the one place limits_config is read: everything else asks a tenant's limits of the
+    # Overrides built from it
+    services = build_services(cfg, cfg.limits_config, admin.build_labels())
     configure_logging(cfg.server.log_level)
+    states = services.states
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
-        ctx.services.set_all(State.STARTING)
+        states.set_all(State.STARTING)
         try:
-            applied = ctx.db.open()
+            applied = services.db.open()
         except Exception as exc:
-            ctx.services["store"].set(State.FAILED, str(exc))
+            states["store"].set(State.FAILED, str(exc))
             raise
         if applied:
             log.info("applied migrations: %s", ", ".join(applied))
-        for hook in ctx.extras.get("on_start", []):
-            await hook(ctx)
-        ctx.services.set_all(State.RUNNING)
+        for hooks in services.lifecycle:
+            if hooks.start is not None:
+                await hooks.start()
+        states.set_all(State.RUNNING)
         try:
             yield
         finally:
-            ctx.services.stopping = True
-            ctx.services.set_all(State.STOPPING)
-            for hook in ctx.extras.get("on_stop", []):
-                await hook(ctx)
-            ctx.db.close()
-            ctx.services.set_all(State.TERMINATED)
+            states.stopping = True
+            states.set_all(State.STOPPING)
+            for hooks in services.lifecycle:
+                if hooks.stop is not None:
+                    await hooks.stop()
+            services.db.close()
+            states.set_all(State.TERMINATED)
 
     handlers = with_loki_paths((h for module in route_modules() for h in module.handlers),
                                cfg.server.loki_paths)
     app = Litestar(
         route_handlers=handlers,
-        dependencies={"ctx": Provide(lambda: ctx, use_cache=True, sync_to_thread=False)},
+        # handlers ask for `ctx: Ctx` (routes/deps.py) and read the typed fields
+        dependencies={"ctx": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],
-        middleware=[_timing_middleware(ctx)],
+        middleware=[_timing_middleware(services)],
         request_max_body_size=None,  # push enforces its own limit with Loki's 413 message
         openapi_config=None,
         debug=False,
         logging_config=None,
     )
-    app.state.ctx = ctx
+    app.state.services = services
     return app
 
 

@@ -23,15 +23,15 @@ LOGSTORE_VERSION = "0.1.0"
 
 @get("/ready")
 async def ready(ctx: Ctx) -> Response:
-    if ctx.services.stopping:
+    if ctx.states.stopping:
         return Response("Application is stopping\n", status_code=503, media_type=PLAIN)
-    if ctx.db.disk_full:
+    if ctx.ingester.disk_full:
         return Response("Ingester not ready: the disk is full, pushes are refused until "
                         "there is space again\n", status_code=503, media_type=PLAIN)
-    waiting = ctx.services.not_running()
-    if waiting or not ctx.db.writer_alive:
+    waiting = ctx.states.not_running()
+    if waiting or not ctx.ingester.writer_alive:
         lines = "".join(f"{state}: {count}\n" for state, count in sorted(waiting.items()))
-        if not ctx.db.writer_alive and not waiting:
+        if not ctx.ingester.writer_alive and not waiting:
             return Response("Ingester not ready: the writer is not running\n", status_code=503,
                             media_type=PLAIN)
         return Response("Some services are not Running:\n" + lines, status_code=503,
@@ -77,7 +77,7 @@ async def log_level(request: Request, ctx: Ctx) -> Response:
 
 @get("/services")
 async def services(ctx: Ctx) -> Response:
-    body = "".join(f"{s.name} => {s.state.value}\n" for s in ctx.services.services.values())
+    body = "".join(f"{s.name} => {s.state.value}\n" for s in ctx.states.services.values())
     return Response(body, status_code=200, media_type=PLAIN)
 
 
@@ -116,7 +116,7 @@ async def show_runtime_config(request: Request, ctx: Ctx) -> Response:
     # the per-tenant overrides (runtime_config.file) as they apply now; mode=diff: only what
     # differs from limits_config
     diff = request.query_params.get("mode", "") in ("diff", "diffs")
-    text = ctx.extras["overrides"].as_yaml(diff)
+    text = ctx.limits.as_yaml(diff)
     return Response(text, status_code=200, media_type=PLAIN)
 
 
@@ -125,7 +125,7 @@ async def flush(request: Request, ctx: Ctx) -> Response:
     require_admin(request, ctx)
     # every acknowledged push is already committed; as Loki's ingesters flush their chunks,
     # the whole head is sealed into blocks now
-    await ctx.extras["sealer"].seal_due(everything=True)
+    await ctx.sealer.seal_due(everything=True)
     return Response(b"", status_code=204)
 
 
@@ -137,13 +137,13 @@ async def flush_tenant(request: Request, ctx: Ctx) -> Response:
     selector = params.get("streams") or ""
     # a bad selector is a ParseError: 400 with the parse error text
     matchers = parse_selector(selector, require_non_empty=False).matchers if selector else []
-    await ctx.extras["sealer"].seal_tenant(tenant, matchers)
+    await ctx.sealer.seal_tenant(tenant, matchers)
     return Response(b"", status_code=204)
 
 
 @route("/ingester/prepare_shutdown", http_method=["GET", "POST", "DELETE"])
 async def prepare_shutdown(request: Request, ctx: Ctx) -> Response:
-    control = ctx.extras["shutdown"]
+    control = ctx.shutdown
     if request.method == "GET":
         return Response("set" if control.prepared() else "unset", status_code=200,
                         media_type=PLAIN)
@@ -173,8 +173,7 @@ async def ingester_shutdown(request: Request, ctx: Ctx) -> Response:
             return Response(f"invalid {name} parameter: {text!r}\n", status_code=400,
                             media_type=PLAIN)
     try:
-        await ctx.extras["shutdown"].shutdown(flush=flags["flush"],
-                                              terminate=flags["terminate"])
+        await ctx.shutdown.shutdown(flush=flags["flush"], terminate=flags["terminate"])
     except RuntimeError as exc:
         return Response(f"{exc}\n", status_code=503, media_type=PLAIN)
     return Response(b"", status_code=204)

@@ -18,34 +18,34 @@ async def create_delete(request: Request, ctx: Ctx) -> Response:
     tenant = ctx.tenant(request)
     # URL query parameters, not a form body (as Loki)
     params = {k: v for k, v in request.query_params.items()}
-    request_id = await ctx.extras["deletions"].add(tenant, params)
+    request_id = await ctx.deletions.add(tenant, params)
     return Response(b"", status_code=204, headers={"X-Delete-Request-ID": request_id})
 
 
 @get(PATH)
 async def list_deletes(request: Request, ctx: Ctx) -> Response:
     tenant = ctx.tenant(request)
-    items = await ctx.extras["deletions"].list(tenant, await read_params(request))
+    items = await ctx.deletions.list(tenant, await read_params(request))
     return json_response(items)
 
 
 @route(PATH, http_method=["DELETE"], status_code=200)
 async def cancel_delete(request: Request, ctx: Ctx) -> Response:
     tenant = ctx.tenant(request)
-    await ctx.extras["deletions"].cancel(tenant, dict(request.query_params.items()))
+    await ctx.deletions.cancel(tenant, dict(request.query_params.items()))
     return Response(b"", status_code=204)
 
 
 @get("/logstore/api/v1/cache/generation_numbers")
 async def generation_numbers(request: Request, ctx: Ctx) -> Response:
     tenant = ctx.tenant(request)
-    return json_response(str(await ctx.extras["deletions"].generation(tenant)))
+    return json_response(str(await ctx.deletions.generation(tenant)))
 
 
 @post("/logstore/api/v1/cache/generation_numbers/increase")
 async def increase_generation(request: Request, ctx: Ctx) -> Response:
     tenant = ctx.tenant(request)
-    await ctx.extras["deletions"].increase_generation(tenant)
+    await ctx.deletions.increase_generation(tenant)
     return Response(b"", status_code=204)
 
 

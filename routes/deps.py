@@ -1,7 +1,8 @@
-"""What handlers are given: `ctx: Ctx` resolves the app's context by name (wired in app.py)."""
+"""What handlers are given: `ctx: Ctx` resolves, by name, the app's Services (wired in
+app.py); a handler reads the typed fields it needs."""
 
 from litestar.di import NamedDependency
 
-from services.context import AppContext
+from services.context import Services
 
-Ctx = NamedDependency[AppContext]
+Ctx = NamedDependency[Services]

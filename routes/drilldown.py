@@ -82,7 +82,7 @@ async def detected_field_values(request: Request, ctx: Ctx, name: FromPath[str])
 
 @route("/logstore/api/v1/patterns", http_method=["GET", "POST"])
 async def patterns(request: Request, ctx: Ctx) -> Response:
-    service = ctx.extras["patterns"]
+    service = ctx.patterns
     if not service.enabled:
         raise PlainError(404, "")  # Loki without its pattern ingester
     tenant = ctx.read_scope(request)

@@ -1,6 +1,7 @@
 """Grafana-compatible HTTP API under /api: search, dashboards, folders, stars, tags,
-permissions, health and frontend settings. Thin handlers: parse, call services inside one
-read or one group-commit write, encode. Errors are Grafana's JSON bodies, not Loki's text."""
+permissions, health and frontend settings. Thin handlers: parse, call one operation of the
+Grafana service (which runs it in one read or one group-commit write), encode. Errors are
+Grafana's JSON bodies, not Loki's text."""
 
 from __future__ import annotations
 
@@ -13,16 +14,13 @@ from litestar.exceptions import HTTPException
 
 from routes import grafana_identity
 from routes.errors import INTERNAL_ERROR, log_internal_error
-from routes.grafana_common import CallerDep, body_of, ok, write
-from services import grafana_access as access
+from routes.grafana_common import CallerDep, body_of, ok
 from services import grafana_objects as objects
 from services import grafana_perms as perms
 from services import grafana_search as search_svc
-from services.grafana_auth import BAD_CREDENTIALS, authenticate, parse_authorization
-from services.login_attempts import BLOCKED_TEXT, LoginAttempts
 from services.grafana_common import GRAFANA_VERSION, Caller, GrafanaError
 from routes.deps import Ctx
-from services.context import AppContext
+
 
 def handle_grafana_error(_: Request, exc: GrafanaError) -> Response:
     return ok(exc.body(), exc.status)
@@ -43,23 +41,9 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
 
 
 async def provide_caller(request: Request, ctx: Ctx) -> Caller:
-    header = request.headers.get("authorization")
-    parsed = parse_authorization(header)
-    login = parsed[1] if parsed is not None and parsed[0] == "basic" else None
-    if login is None:
-        return await ctx.db.read(authenticate, header, request.headers.get("x-grafana-org-id"))
-    attempts: LoginAttempts = ctx.extras["login_attempts"]
-    address = request.client.host if request.client else ""
-    if attempts.blocked(login, address):
-        raise GrafanaError(429, BLOCKED_TEXT)
-    try:
-        caller = await ctx.db.read(authenticate, header, request.headers.get("x-grafana-org-id"))
-    except GrafanaError as exc:
-        if exc.message == BAD_CREDENTIALS:
-            attempts.failed(login, address)
-        raise
-    attempts.succeeded(login)
-    return caller
+    return await ctx.grafana.caller(request.headers.get("authorization"),
+                                    request.headers.get("x-grafana-org-id"),
+                                    request.client.host if request.client else "")
 
 
 def query_of(request: Request) -> search_svc.Query:
@@ -70,7 +54,7 @@ def query_of(request: Request) -> search_svc.Query:
 @get(["/health", "/health/"])
 async def health(ctx: Ctx) -> Response:
     try:
-        await ctx.db.read(access.ping)
+        await ctx.grafana.ping()
     except Exception:  # noqa: BLE001 - any database failure means "failing"
         return ok({"commit": "logstore", "database": "failing", "version": GRAFANA_VERSION}, 503)
     return ok({"commit": "logstore", "database": "ok", "version": GRAFANA_VERSION})
@@ -88,7 +72,7 @@ async def frontend_settings() -> Response:
 @get(["/search", "/search/"])
 async def search(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     params = search_svc.parse(query_of(request))
-    return ok(await ctx.db.read(search_svc.run, caller, params))
+    return ok(await ctx.grafana.search(caller, params))
 
 
 @get(["/search/sorting", "/search/sorting/"])
@@ -98,57 +82,57 @@ async def search_sorting(caller: CallerDep) -> Response:
 
 @get(["/dashboards/tags", "/dashboards/tags/"])
 async def dashboard_tags(ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.db.read(access.tag_cloud, caller))
+    return ok(await ctx.grafana.tag_cloud(caller))
 
 
 @post(["/user/stars/dashboard/uid/{uid:str}", "/user/stars/dashboard/uid/{uid:str}/"],
       status_code=200)
 async def star_uid(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    await write(ctx, access.star, caller, True, uid, None)
+    await ctx.grafana.star(caller, True, uid, None)
     return ok({"message": "Dashboard starred!"})
 
 
 @delete(["/user/stars/dashboard/uid/{uid:str}", "/user/stars/dashboard/uid/{uid:str}/"],
         status_code=200)
 async def unstar_uid(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    await write(ctx, access.star, caller, False, uid, None)
+    await ctx.grafana.star(caller, False, uid, None)
     return ok({"message": "Dashboard unstarred"})
 
 
 @post(["/user/stars/dashboard/{dash_id:str}", "/user/stars/dashboard/{dash_id:str}/"],
       status_code=200)
 async def star_id(ctx: Ctx, caller: CallerDep, dash_id: FromPath[str]) -> Response:
-    await write(ctx, access.star, caller, True, None, dash_id)
+    await ctx.grafana.star(caller, True, None, dash_id)
     return ok({"message": "Dashboard starred!"})
 
 
 @delete(["/user/stars/dashboard/{dash_id:str}", "/user/stars/dashboard/{dash_id:str}/"],
         status_code=200)
 async def unstar_id(ctx: Ctx, caller: CallerDep, dash_id: FromPath[str]) -> Response:
-    await write(ctx, access.star, caller, False, None, dash_id)
+    await ctx.grafana.star(caller, False, None, dash_id)
     return ok({"message": "Dashboard unstarred"})
 
 
 @get(["/user/stars", "/user/stars/"])
 async def user_stars(ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.db.read(access.starred, caller))
+    return ok(await ctx.grafana.starred(caller))
 
 
 # -- dashboards ---------------------------------------------------------------------------
 @post(["/dashboards/db", "/dashboards/db/"], status_code=200)
 async def save_dashboard(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, objects.SaveDashboard)
-    return ok(await write(ctx, objects.save_dashboard, caller, body))
+    return ok(await ctx.grafana.save_dashboard(caller, body))
 
 
 @get(["/dashboards/uid/{uid:str}", "/dashboards/uid/{uid:str}/"])
 async def get_dashboard(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(objects.get_dashboard, caller, uid))
+    return ok(await ctx.grafana.get_dashboard(caller, uid))
 
 
 @delete(["/dashboards/uid/{uid:str}", "/dashboards/uid/{uid:str}/"], status_code=200)
 async def delete_dashboard(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await write(ctx, objects.delete_dashboard, caller, uid))
+    return ok(await ctx.grafana.delete_dashboard(caller, uid))
 
 
 @get(["/dashboards/home", "/dashboards/home/"])
@@ -169,7 +153,7 @@ async def _items(request: Request) -> list[perms.PermissionItem]:
 
 @get(["/dashboards/uid/{uid:str}/permissions", "/dashboards/uid/{uid:str}/permissions/"])
 async def get_dashboard_permissions(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(access.dashboard_perms, caller, uid, None))
+    return ok(await ctx.grafana.dashboard_perms(caller, uid, None))
 
 
 @post(["/dashboards/uid/{uid:str}/permissions", "/dashboards/uid/{uid:str}/permissions/"],
@@ -177,14 +161,14 @@ async def get_dashboard_permissions(ctx: Ctx, caller: CallerDep, uid: FromPath[s
 async def set_dashboard_permissions(request: Request, ctx: Ctx, caller: CallerDep,
                                     uid: FromPath[str]) -> Response:
     items = await _items(request)
-    await write(ctx, access.set_dashboard_perms, caller, uid, None, items)
+    await ctx.grafana.set_dashboard_perms(caller, uid, None, items)
     return ok({"message": "Dashboard permissions updated"})
 
 
 @get(["/dashboards/id/{dash_id:str}/permissions", "/dashboards/id/{dash_id:str}/permissions/"])
 async def get_dashboard_permissions_by_id(ctx: Ctx, caller: CallerDep,
                                           dash_id: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(access.dashboard_perms, caller, None, dash_id))
+    return ok(await ctx.grafana.dashboard_perms(caller, None, dash_id))
 
 
 @post(["/dashboards/id/{dash_id:str}/permissions", "/dashboards/id/{dash_id:str}/permissions/"],
@@ -192,7 +176,7 @@ async def get_dashboard_permissions_by_id(ctx: Ctx, caller: CallerDep,
 async def set_dashboard_permissions_by_id(request: Request, ctx: Ctx, caller: CallerDep,
                                           dash_id: FromPath[str]) -> Response:
     items = await _items(request)
-    await write(ctx, access.set_dashboard_perms, caller, None, dash_id, items)
+    await ctx.grafana.set_dashboard_perms(caller, None, dash_id, items)
     return ok({"message": "Dashboard permissions updated"})
 
 
@@ -202,53 +186,54 @@ async def list_folders(request: Request, ctx: Ctx, caller: CallerDep) -> Respons
     q = query_of(request)
     limit = q.int("limit")
     page = q.int("page")
-    return ok(await ctx.db.read(objects.list_folders, caller, q.first("parentUid"),
-                                limit if limit > 0 else 1000, page if page > 0 else 1))
+    return ok(await ctx.grafana.list_folders(caller, q.first("parentUid"),
+                                          limit if limit > 0 else 1000,
+                                          page if page > 0 else 1))
 
 
 @post(["/folders", "/folders/"], status_code=200)
 async def create_folder(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, objects.CreateFolder)
-    return ok(await write(ctx, objects.create_folder, caller, body))
+    return ok(await ctx.grafana.create_folder(caller, body))
 
 
 @get(["/folders/{uid:str}", "/folders/{uid:str}/"])
 async def get_folder(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(access.folder_dto, caller, uid))
+    return ok(await ctx.grafana.folder(caller, uid))
 
 
 @get(["/folders/id/{folder_id:str}", "/folders/id/{folder_id:str}/"])
 async def get_folder_by_id(ctx: Ctx, caller: CallerDep, folder_id: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(access.folder_dto_by_id, caller, folder_id))
+    return ok(await ctx.grafana.folder_by_id(caller, folder_id))
 
 
 @put(["/folders/{uid:str}", "/folders/{uid:str}/"])
 async def update_folder(request: Request, ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     body = await body_of(request, objects.UpdateFolder)
-    return ok(await write(ctx, objects.update_folder, caller, uid, body))
+    return ok(await ctx.grafana.update_folder(caller, uid, body))
 
 
 @delete(["/folders/{uid:str}", "/folders/{uid:str}/"], status_code=200)
 async def delete_folder(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await write(ctx, objects.delete_folder, caller, uid))
+    return ok(await ctx.grafana.delete_folder(caller, uid))
 
 
 @post(["/folders/{uid:str}/move", "/folders/{uid:str}/move/"], status_code=200)
 async def move_folder(request: Request, ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
     body = await body_of(request, objects.MoveFolder)
-    return ok(await write(ctx, objects.move_folder, caller, uid, body))
+    return ok(await ctx.grafana.move_folder(caller, uid, body))
 
 
 @get(["/folders/{uid:str}/permissions", "/folders/{uid:str}/permissions/"])
 async def get_folder_permissions(ctx: Ctx, caller: CallerDep, uid: FromPath[str]) -> Response:
-    return ok(await ctx.db.read(access.folder_perms, caller, uid))
+    return ok(await ctx.grafana.folder_perms(caller, uid))
 
 
 @post(["/folders/{uid:str}/permissions", "/folders/{uid:str}/permissions/"], status_code=200)
 async def set_folder_permissions(request: Request, ctx: Ctx, caller: CallerDep,
                                  uid: FromPath[str]) -> Response:
     items = await _items(request)
-    await write(ctx, access.set_folder_perms, caller, uid, items)
+    await ctx.grafana.set_folder_perms(caller, uid, items)
     return ok({"message": "Folder permissions updated"})
 
 
@@ -269,8 +254,3 @@ router = Router(
 
 handlers: list[Any] = [router]
 
-
-def register(ctx: AppContext) -> None:
-    """Called once from app.build_context: the start-up hook creating the initial admin."""
-    from services.grafana_auth import register as register_auth
-    register_auth(ctx)

@@ -1,15 +1,14 @@
 """Helpers shared by the Grafana route modules: JSON responses, bounded JSON bodies decoded
-into msgspec Structs, one-call writes."""
+into msgspec Structs."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request, Response
 
 from logql import depth
-from services.context import AppContext
 from litestar.di import NamedDependency
 
 from services.grafana_common import Caller, GrafanaError, bad_request
@@ -41,11 +40,6 @@ async def body_of(request: Request, kind: type[T]) -> T:
         raise bad_request(f"bad request data: {exc}") from None
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise bad_request() from None
-
-
-async def write(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
-    """Run fn(conn, *args) in the next group commit: all of it lands, or none of it."""
-    return await ctx.db.write(lambda conn: fn(conn, *args))
 
 
 # handlers declare `caller: CallerDep`: the authenticated caller, resolved by name

@@ -3,27 +3,16 @@ service accounts and tokens. Mounted under /api by routes/grafana.py."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from litestar.params import FromPath
 from litestar import Request, Response, delete, get, patch, post, put
 
-from routes.grafana_common import CallerDep, body_of, ok, write
+from routes.grafana_common import CallerDep, body_of, ok
 from services import grafana_identity as svc
-from services.grafana_auth import hash_password
 from services.grafana_common import GrafanaError
 from routes.deps import Ctx
 from services.grafana_search import Query
-
-
-
-
-
-
-async def hashed(password: str) -> str:
-    # PBKDF2 is deliberately slow: keep it off the event loop and off the writer thread
-    return await asyncio.to_thread(hash_password, password)
 
 
 def paging(request: Request) -> tuple[str, int, int]:
@@ -38,21 +27,20 @@ def _paths(path: str) -> list[str]:
 
 @get(_paths("/user"))
 async def current_user(ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.db.read(svc.profile, caller))
+    return ok(await ctx.grafana.profile(caller))
 
 
 @put(_paths("/user/password"))
 async def change_password(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, svc.ChangePassword)
-    return ok(await write(ctx, svc.change_own_password, caller, body,
-                          await hashed(body.newPassword)))
+    return ok(await ctx.grafana.change_own_password(caller, body))
 
 
 @post(_paths("/admin/users"), status_code=200)
 async def admin_create_user(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     svc.require_server_admin(caller)
     body = await body_of(request, svc.CreateUser)
-    return ok(await write(ctx, svc.create_user, caller, body, await hashed(body.password)))
+    return ok(await ctx.grafana.create_user(caller, body))
 
 
 @put(_paths("/admin/users/{user_id:int}/password"))
@@ -60,26 +48,25 @@ async def admin_set_password(request: Request, ctx: Ctx, caller: CallerDep,
                              user_id: FromPath[int]) -> Response:
     svc.require_server_admin(caller)
     body = await body_of(request, svc.Password)
-    return ok(await write(ctx, svc.set_user_password, caller, user_id, body,
-                          await hashed(body.password)))
+    return ok(await ctx.grafana.set_user_password(caller, user_id, body))
 
 
 @get(_paths("/org/users"))
 async def org_users(ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.db.read(svc.org_users, caller))
+    return ok(await ctx.grafana.org_users(caller))
 
 
 @post(_paths("/org/users"), status_code=200)
 async def add_org_user(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, svc.AddOrgUser)
-    return ok(await write(ctx, svc.add_org_user, caller, body))
+    return ok(await ctx.grafana.add_org_user(caller, body))
 
 
 @patch(_paths("/org/users/{user_id:int}"))
 async def patch_org_user(request: Request, ctx: Ctx, caller: CallerDep,
                          user_id: FromPath[int]) -> Response:
     body = await body_of(request, svc.RolePatch)
-    return ok(await write(ctx, svc.patch_org_user, caller, user_id, body))
+    return ok(await ctx.grafana.patch_org_user(caller, user_id, body))
 
 
 @patch(_paths("/orgs/{org_id:int}/users/{user_id:int}"))
@@ -88,75 +75,75 @@ async def patch_orgs_user(request: Request, ctx: Ctx, caller: CallerDep, org_id:
     if org_id != caller.org_id:
         raise GrafanaError(403, "You'll need additional permissions to perform this action.")
     body = await body_of(request, svc.RolePatch)
-    return ok(await write(ctx, svc.patch_org_user, caller, user_id, body))
+    return ok(await ctx.grafana.patch_org_user(caller, user_id, body))
 
 
 @post(_paths("/teams"), status_code=200)
 async def create_team(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, svc.CreateTeam)
-    return ok(await write(ctx, svc.create_team, caller, body))
+    return ok(await ctx.grafana.create_team(caller, body))
 
 
 @get(_paths("/teams/search"))
 async def search_teams(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.db.read(svc.search_teams, caller, *paging(request)))
+    return ok(await ctx.grafana.search_teams(caller, *paging(request)))
 
 
 @post(_paths("/teams/{team_id:int}/members"), status_code=200)
 async def add_team_member(request: Request, ctx: Ctx, caller: CallerDep,
                           team_id: FromPath[int]) -> Response:
     body = await body_of(request, svc.TeamMember)
-    return ok(await write(ctx, svc.add_team_member, caller, team_id, body))
+    return ok(await ctx.grafana.add_team_member(caller, team_id, body))
 
 
 @delete(_paths("/teams/{team_id:int}/members/{user_id:int}"), status_code=200)
 async def remove_team_member(ctx: Ctx, caller: CallerDep, team_id: FromPath[int],
                              user_id: FromPath[int]) -> Response:
-    return ok(await write(ctx, svc.remove_team_member, caller, team_id, user_id))
+    return ok(await ctx.grafana.remove_team_member(caller, team_id, user_id))
 
 
 @post(_paths("/serviceaccounts"), status_code=201)
 async def create_service_account(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
     body = await body_of(request, svc.CreateServiceAccount)
-    return ok(await write(ctx, svc.create_service_account, caller, body), 201)
+    return ok(await ctx.grafana.create_service_account(caller, body), 201)
 
 
 @get(_paths("/serviceaccounts/search"))
 async def search_service_accounts(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.db.read(svc.search_service_accounts, caller, *paging(request)))
+    return ok(await ctx.grafana.search_service_accounts(caller, *paging(request)))
 
 
 @get(_paths("/serviceaccounts/{sa_id:int}"))
 async def get_service_account(ctx: Ctx, caller: CallerDep, sa_id: FromPath[int]) -> Response:
-    return ok(await ctx.db.read(svc.get_service_account, caller, sa_id))
+    return ok(await ctx.grafana.get_service_account(caller, sa_id))
 
 
 @patch(_paths("/serviceaccounts/{sa_id:int}"))
 async def patch_service_account(request: Request, ctx: Ctx, caller: CallerDep,
                                 sa_id: FromPath[int]) -> Response:
     body = await body_of(request, svc.PatchServiceAccount)
-    return ok(await write(ctx, svc.patch_service_account, caller, sa_id, body))
+    return ok(await ctx.grafana.patch_service_account(caller, sa_id, body))
 
 
 @delete(_paths("/serviceaccounts/{sa_id:int}"), status_code=200)
 async def delete_service_account(ctx: Ctx, caller: CallerDep, sa_id: FromPath[int]) -> Response:
-    return ok(await write(ctx, svc.delete_service_account, caller, sa_id))
+    return ok(await ctx.grafana.delete_service_account(caller, sa_id))
 
 
 @post(_paths("/serviceaccounts/{sa_id:int}/tokens"), status_code=200)
 async def create_token(request: Request, ctx: Ctx, caller: CallerDep, sa_id: FromPath[int]) -> Response:
     body = await body_of(request, svc.CreateToken)
-    return ok(await write(ctx, svc.create_token, caller, sa_id, body))
+    return ok(await ctx.grafana.create_token(caller, sa_id, body))
 
 
 @get(_paths("/serviceaccounts/{sa_id:int}/tokens"))
 async def list_tokens(ctx: Ctx, caller: CallerDep, sa_id: FromPath[int]) -> Response:
-    return ok(await ctx.db.read(svc.list_tokens, caller, sa_id))
+    return ok(await ctx.grafana.list_tokens(caller, sa_id))
 
 
 @delete(_paths("/serviceaccounts/{sa_id:int}/tokens/{token_id:int}"), status_code=200)
 async def delete_token(ctx: Ctx, caller: CallerDep, sa_id: FromPath[int], token_id: FromPath[int]) -> Response:
-    return ok(await write(ctx, svc.delete_token, caller, sa_id, token_id))
+    return ok(await ctx.grafana.delete_token(caller, sa_id, token_id))
 
 
 handlers: list[Any] = [

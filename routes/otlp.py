@@ -23,7 +23,7 @@ from routes.errors import PlainError, internal_error_text, log_internal_error
 from routes.push import decode_content_encoding, read_body
 from routes.deps import Ctx
 from services.errors import DiskFull
-from services.otlp import OtlpError, OtlpMapper, TenantMappers, hex_ids_to_base64
+from services.otlp import OtlpError, hex_ids_to_base64
 
 ENCODINGS = ("gzip", "zstd", "lz4")
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
@@ -50,13 +50,6 @@ def _decode(body: bytes, media: str) -> Any:
         raise OtlpError(f"failed to unmarshal request: {exc}") from None
 
 
-def _mapper(ctx: Ctx, tenant: str) -> OtlpMapper:
-    mappers = ctx.extras.get("otlp_mappers")
-    if mappers is None:
-        mappers = ctx.extras["otlp_mappers"] = TenantMappers(ctx.limits)
-    return mappers.of(tenant)
-
-
 @post("/otlp/v1/logs")
 async def otlp_logs(request: Request, ctx: Ctx) -> Response:
     started = time.perf_counter()
@@ -73,11 +66,11 @@ async def otlp_logs(request: Request, ctx: Ctx) -> Response:
             raise PlainError(400, f"unsupported content encoding {encoding}: only gzip, lz4 "
                                   "and zstd are supported")
         limits = ctx.config.distributor
-        with ctx.extras["inflight_bytes"].hold() as hold:
+        with ctx.inflight_bytes.hold() as hold:
             body = await read_body(request, limits.max_recv_msg_size, hold)
             body = decode_content_encoding(body, encoding, limits.max_decompressed_size, hold,
                                            ENCODINGS)
-            streams = _mapper(ctx, tenant).streams(_decode(body, media))
+            streams = ctx.otlp_mappers.of(tenant).streams(_decode(body, media))
             outcome = await ctx.ingester.push(tenant, streams)
     except OtlpError as exc:
         return status_response(400, str(exc))

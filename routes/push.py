@@ -339,7 +339,7 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
     media = (ctype_header or "").split(";")[0].strip().lower()
     if not media or "/" not in media:
         raise _fail(400, "mime: no media type")
-    with ctx.extras["inflight_bytes"].hold() as hold:
+    with ctx.inflight_bytes.hold() as hold:
         body = decode_content_encoding(await read_body(request, limits.max_recv_msg_size, hold),
                                        request.headers.get("content-encoding", ""),
                                        limits.max_decompressed_size, hold)

@@ -78,7 +78,7 @@ def _yaml(namespaces: dict[str, list[RuleGroup]], wanted: list[tuple[str, str]])
 @get(list(PREFIXES))
 async def list_rules(request: Request, ctx: Ctx) -> Response:
     tenant = _tenant(request, ctx)
-    found = await ctx.extras["ruler"].namespaces(tenant)
+    found = await ctx.ruler.namespaces(tenant)
     if not found:
         raise PlainError(404, "no rule groups found", newline=True)
     return _yaml(found, _label_filter(request))
@@ -88,7 +88,7 @@ async def list_rules(request: Request, ctx: Ctx) -> Response:
        status_code=200)
 async def rules_path(request: Request, ctx: Ctx) -> Response:
     tenant = _tenant(request, ctx)
-    ruler = ctx.extras["ruler"]
+    ruler = ctx.ruler
     parts = _segments(request)
     namespace = parts[0]
     if request.method == "POST":
@@ -140,7 +140,7 @@ async def prometheus_rules(request: Request, ctx: Ctx) -> Response:
         raise JSONError(400, "bad_data", f'not supported value "{kind}"')
     files, groups, names = (_many(request, n) for n in ("file", "rule_group", "rule_name"))
     out = []
-    for run in ctx.extras["ruler"].runs_of(tenant):
+    for run in ctx.ruler.runs_of(tenant):
         if files and run.namespace not in files or groups and run.group.name not in groups:
             continue
         rules = [_rule_json(s) for s in run.rules
@@ -180,7 +180,7 @@ def _rule_json(s: Any) -> dict[str, Any]:
 @get("/compat/api/v1/alerts")
 async def prometheus_alerts(request: Request, ctx: Ctx) -> Response:
     tenant = _prom_tenant(request, ctx)
-    alerts = [a.api_json() for run in ctx.extras["ruler"].runs_of(tenant)
+    alerts = [a.api_json() for run in ctx.ruler.runs_of(tenant)
               for s in run.rules if s.rule.alert for a in s.active_alerts()]
     return json_response({"status": "success", "data": {"alerts": alerts}, "errorType": "",
                           "error": ""})

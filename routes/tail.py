@@ -30,7 +30,7 @@ from logql.gocompat.filters import PipelineError
 from routes.params import NS, Params, int_param, timestamp_param
 from routes.deps import Ctx
 from services.errors import PlainError
-from services.tail import MAX_TAIL_SECONDS, TailHub, Tailer, TooManyTails, register
+from services.tail import MAX_TAIL_SECONDS, Tailer, TooManyTails
 
 log = logging.getLogger("logstore.tail")
 
@@ -90,13 +90,6 @@ async def _deny(socket: WebSocket, status: int, message: str) -> None:
                            "reason": message.encode()[:123].decode("utf-8", "ignore")})
 
 
-def _hub(ctx: Ctx) -> TailHub:
-    hub = ctx.extras.get("tail_hub")
-    if hub is None:  # created on first use: no cost on the push path until someone tails
-        hub = register(ctx)
-    return hub
-
-
 async def _serve(socket: WebSocket, ctx: Ctx, legacy: bool) -> None:
     try:
         req = _read_request(socket, ctx, legacy)
@@ -107,7 +100,7 @@ async def _serve(socket: WebSocket, ctx: Ctx, legacy: bool) -> None:
     if req.query is None:
         await _close(socket, 1011, "only log selector is supported")
         return
-    hub = _hub(ctx)
+    hub = ctx.tail_hub
     tailer = Tailer(req.tenant, compile_log_query(req.query), categorize=req.categorize,
                     legacy=legacy, delay_seconds=float(req.delay))
     try:

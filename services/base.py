@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from typing import Any, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 
 class State(str, enum.Enum):
@@ -49,17 +50,12 @@ class ServiceRegistry:
         return counts
 
 
-def on_lifespan(ctx: Any, start: Callable[[], Awaitable[None]] | None = None,
-                stop: Callable[[], Awaitable[None]] | None = None) -> None:
-    """Run `start` when the app has started and `stop` when it stops."""
-    if start is not None:
-        async def on_start(_ctx: Any) -> None:
-            await start()
-        ctx.extras.setdefault("on_start", []).append(on_start)
-    if stop is not None:
-        async def on_stop(_ctx: Any) -> None:
-            await stop()
-        ctx.extras.setdefault("on_stop", []).append(on_stop)
+@dataclass(frozen=True)
+class Lifecycle:
+    """One service's part in the app's lifespan: `start` once the database is open, `stop`
+    before it closes (either may be absent)."""
+    start: Callable[[], Awaitable[None]] | None = None
+    stop: Callable[[], Awaitable[None]] | None = None
 
 
 async def cancel_task(task: "asyncio.Task | None") -> None:

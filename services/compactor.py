@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable
 
 from logql import parse_selector
-from services.base import cancel_task, on_lifespan
+from services.base import cancel_task
 from services.limits import Limits
 from services.metrics import ScrapeCollector, counter, gauge
 from storage import retention, sealing
@@ -154,7 +154,7 @@ class Compactor:
             return removed
 
 
-def _collector(c: Compactor) -> ScrapeCollector:
+def collector(c: Compactor) -> ScrapeCollector:
     def of_deletions(read: Callable[[Any], Any]) -> Callable[[], Any]:
         return lambda: None if c.deletions is None else read(c.deletions)  # no deletion API
 
@@ -178,18 +178,3 @@ def _collector(c: Compactor) -> ScrapeCollector:
               labels=["status"]),
         gauge("logstore_compactor_last_sweep_seconds", "How long the last compactor sweep took.",
               lambda: c.last_duration))
-
-
-def register(ctx: Any) -> Compactor:
-    policy = RetentionPolicy(ctx.config, ctx.limits)
-    compactor = Compactor(ctx.db, policy, interval_ns=ctx.config.compactor.compaction_interval,
-                          delay_ns=ctx.config.compactor.retention_delete_delay,
-                          deletions=ctx.extras.get("deletions"))
-    ctx.extras["retention"] = policy
-    ctx.extras["compactor"] = compactor
-    if policy.enabled:
-        ctx.querier.cutoff_of = policy.cutoff_of
-        ctx.querier.retention_active = lambda: policy.active
-    ctx.metrics.registry.register(_collector(compactor))
-    on_lifespan(ctx, compactor.start, compactor.stop)
-    return compactor

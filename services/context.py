@@ -1,19 +1,32 @@
-"""Everything a request handler needs, built once per app and injected into handlers."""
+"""Everything a request handler needs: the app's services as typed fields, built once in
+dependency order by services/wiring.py and injected into handlers (routes/deps.py), and the
+tenant rules every route applies to a request."""
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from dataclasses import dataclass
+from typing import Mapping, Protocol
 
 from config import Config
+from services.base import Lifecycle, ServiceRegistry
+from services.compactor import Compactor, RetentionPolicy
+from services.deletes import Deletions
 from services.errors import PlainError
-from services.base import ServiceRegistry
+from services.grafana_service import GrafanaService
+from services.inflight import InflightBytes
+from services.ingest_limits import IngestLimits
 from services.ingester import Ingester
-from services.limits import Limits
 from services.metrics import Metrics
+from services.otlp import TenantMappers
+from services.overrides import Overrides
+from services.patterns import Patterns
 from services.querier import Querier
+from services.ruler import Ruler
+from services.sealer import Sealer
+from services.shutdown import ShutdownControl
+from services.tail import TailHub
 from storage.db import Database
 from storage.streams import TenantSet
 
@@ -28,16 +41,29 @@ NO_AUTH_TENANT = "fake"
 
 
 @dataclass
-class AppContext:
+class Services:
     config: Config
     db: Database
-    ingester: Ingester
+    states: ServiceRegistry        # Loki's module states, as /services and /ready show them
     metrics: Metrics
-    services: ServiceRegistry
+    limits: Overrides              # every limit as a tenant's value (services/limits.py)
+    ingest_limits: IngestLimits
+    inflight_bytes: InflightBytes
+    ingester: Ingester
     querier: Querier
-    limits: Limits  # every limit as a tenant's value (services/limits.py)
-    # other subsystems (tail hub, grafana store, ...) register themselves here by name
-    extras: dict[str, Any] = field(default_factory=dict)
+    sealer: Sealer
+    tail_hub: TailHub
+    retention: RetentionPolicy
+    deletions: Deletions
+    compactor: Compactor
+    ruler: Ruler
+    patterns: Patterns
+    shutdown: ShutdownControl
+    otlp_mappers: TenantMappers
+    grafana: GrafanaService
+    # started in this order once the database is open, stopped in this order before it
+    # closes (app.py's lifespan)
+    lifecycle: list[Lifecycle]
 
     def tenant(self, request: Request, *, newline: bool = False,
                multi: bool = False) -> str:

@@ -17,7 +17,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from logql import ParseError, parse_expr
 from logql.gocompat.format import go_duration_str
@@ -87,7 +87,8 @@ def parse_delete_query(text: str) -> A.LogQuery:
 
 class Deletions:
     def __init__(self, db: Any, cfg: Any, limits: Limits,
-                 clock: Callable[[], int] = time.time_ns):
+                 clock: Callable[[], int] = time.time_ns,
+                 removed_listeners: Sequence[Callable[[int, list[tuple[int, str]]], Any]] = ()):
         self.db = db
         self.limits = limits
         self.enabled = cfg.compactor.retention_enabled
@@ -103,7 +104,7 @@ class Deletions:
         self.touched: set[int] = set()  # streams lines were removed from, for the compactor
         # told (stream, [(ts, line)]) of every batch removed from disk: counts kept
         # elsewhere (the patterns') follow
-        self.removed_listeners: list[Callable[[int, list[tuple[int, str]]], Any]] = []
+        self.removed_listeners = list(removed_listeners)
         self.status_counts: dict[str, int] = {}  # requests per status, for /metrics
 
     def mode_of(self, tenant: str) -> str:
@@ -341,16 +342,3 @@ def _status(pieces: list[Piece]) -> str:
     if done == len(pieces):
         return "processed"
     return f"{done * 100 // len(pieces)}% Complete"
-
-
-def register(ctx: Any) -> Deletions:
-    deletions = Deletions(ctx.db, ctx.config, ctx.limits)
-    ctx.extras["deletions"] = deletions
-    ctx.querier.deletes_of = deletions.filters_of
-    ctx.querier.deletes_pending = lambda: deletions.active
-
-    async def on_start(_ctx: Any) -> None:
-        await deletions.reload()
-
-    ctx.extras.setdefault("on_start", []).append(on_start)
-    return deletions

@@ -12,21 +12,16 @@ import base64
 import binascii
 import hashlib
 import hmac
-import logging
 import re
 import secrets
 import sqlite3
 import string
-import sys
 import threading
 import uuid
 import zlib
-from typing import Any
 
 from services.grafana_common import ORG_ID, ORG_NAME, Caller, Clock, now_text, unauthorized
 from storage import grafana_identity as ident
-
-log = logging.getLogger("logstore.grafana")
 
 PBKDF2_ITERATIONS = 100_000
 BAD_CREDENTIALS = "Invalid username or password"  # also what login limiting counts
@@ -172,30 +167,3 @@ def bootstrap(conn: sqlite3.Connection, login: str, password: str) -> bool:
                       password_hash=hash_password(password), is_admin=True,
                       is_service_account=False, org_id=ORG_ID, role="Admin", now=now)
     return True
-
-
-async def on_start(ctx: Any) -> None:
-    cfg = ctx.config.grafana
-    password = cfg.admin_password
-    generated = not password
-    if generated:
-        password = secrets.token_urlsafe(18)
-    created = await ctx.db.write(lambda conn: bootstrap(conn, cfg.admin_user, password))
-    if created and generated:
-        # shown once: the database keeps only a hash
-        print(f"logstore: created the Grafana API admin. Log in with user "
-              f"'{cfg.admin_user}' and password '{password}' (HTTP Basic auth on /api/...). "
-              "This password is shown only now; change it with PUT /api/user/password.",
-              file=sys.stderr, flush=True)
-    elif created:
-        log.info("created the Grafana API admin %r with the configured password",
-                 cfg.admin_user)
-
-
-def register(ctx: Any) -> None:
-    from services.login_attempts import LoginAttempts
-    g = ctx.config.grafana
-    ctx.extras["login_attempts"] = LoginAttempts(
-        g.brute_force_login_protection_max_attempts,
-        enabled=not g.disable_brute_force_login_protection)
-    ctx.extras.setdefault("on_start", []).append(on_start)

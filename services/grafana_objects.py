@@ -1,8 +1,8 @@
 """Dashboards and folders: save with versions, read, delete, move, stars (spec §3.2-§3.4).
 
 Every function here takes the writer's (or a reader's) connection and raises GrafanaError:
-routes run the writing ones inside `ctx.db.write`, so a failed check rolls everything back
-and the check and the write see the same state."""
+services/grafana_service.py runs the writing ones inside one `db.write`, so a failed check
+rolls everything back and the check and the write see the same state."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ between a check and its addition."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Iterator
 
 from services.errors import PlainError
 from services.metrics import ScrapeCollector, counter, gauge
@@ -51,13 +51,10 @@ class Held:
         self.bytes += n
 
 
-def register(ctx: Any) -> InflightBytes:
-    budget = InflightBytes(ctx.config.distributor.max_inflight_bytes)
-    ctx.extras["inflight_bytes"] = budget
-    ctx.metrics.registry.register(ScrapeCollector(
+def collector(budget: InflightBytes) -> ScrapeCollector:
+    return ScrapeCollector(
         gauge("logstore_distributor_inflight_bytes",
               "Bytes of push bodies (read and inflated) held right now.", lambda: budget.total),
         counter("logstore_distributor_inflight_refused",
                 "Pushes answered 503 because distributor.max_inflight_bytes was reached.",
-                lambda: budget.refused)))
-    return budget
+                lambda: budget.refused))

@@ -115,13 +115,13 @@ class IngestLimits:
         return None
 
 
-def register_metrics(ctx: Any, limits: IngestLimits) -> None:
+def collector(limits: IngestLimits) -> ScrapeCollector:
     def discarded(pick: int) -> Callable[[], list]:
         return lambda: [([reason, tenant], counts[pick])
                         for (tenant, reason), counts in sorted(limits.discarded.items())]
 
-    ctx.metrics.registry.register(ScrapeCollector(
+    return ScrapeCollector(
         counter("logstore_discarded_samples", "Lines refused by an ingest limit.",
                 discarded(0), labels=["reason", "tenant"]),
         counter("logstore_discarded_bytes", "Bytes refused by an ingest limit.",
-                discarded(1), labels=["reason", "tenant"])))
+                discarded(1), labels=["reason", "tenant"]))

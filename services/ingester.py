@@ -13,7 +13,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Callable, Sequence
 
 import msgspec
 
@@ -24,9 +24,12 @@ from services.limits import Limits
 from storage.db import Database
 from storage.entries import AppendResult, PreparedStream, append
 from services.errors import PlainError
+from services.ingest_limits import IngestLimits
 from logql.model import canonical_labels, label_pairs_string
 
 log = logging.getLogger("logstore.ingester")
+
+WrittenListener = Callable[[str, AppendResult], None]
 
 EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
 _SM_RUNS = re.compile(r"[^A-Za-z0-9]+")
@@ -120,17 +123,28 @@ def entry_hash(line_bytes: bytes, metadata: str | None) -> int:
 
 
 class Ingester:
-    def __init__(self, db: Database, limits: Limits,
-                 on_written: Callable[[str, AppendResult], None] | None = None):
+    def __init__(self, db: Database, limits: Limits, *,
+                 ingest_limits: IngestLimits | None = None,
+                 written_listeners: Sequence[WrittenListener] = ()):
         self.db = db
         self.limits = limits
         # by `log_level_fields`: tenants share one detector unless their overrides differ
         self._detectors: dict[tuple[str, ...], LevelDetector] = {}
-        self.on_written = on_written
+        # told of every committed push (the sealer, the pattern miner, the tail hub)
+        self.written_listeners = tuple(written_listeners)
         self.stopped = False  # set by /ingester/shutdown
         self._level_md = {}  # detected_level value -> its metadata JSON text
-        self.ingest_limits: Any = None  # services/ingest_limits.IngestLimits, when wired
+        self.ingest_limits = ingest_limits
         self.truncated = 0  # lines cut to max_line_size (max_line_size_truncate)
+
+    # -- readiness (/ready) ------------------------------------------------------------------
+    @property
+    def disk_full(self) -> bool:
+        return self.db.disk_full
+
+    @property
+    def writer_alive(self) -> bool:
+        return self.db.writer_alive
 
     # -- validation --------------------------------------------------------------------------
     def _levels(self, fields: list[str]) -> LevelDetector:
@@ -333,34 +347,17 @@ class Ingester:
             cache = self.db.writer_cache.setdefault("streams", {})
             outcome.result = await self.db.write(lambda conn: append(conn, cache, tenant,
                                                                      prepared))
-            if self.on_written is not None:
-                self.on_written(tenant, outcome.result)
+            self._written(tenant, outcome.result)
         return outcome
 
-
-def _stream_bytes(ps: PreparedStream) -> int:
-    """What the rate limits count: the bytes of the lines."""
-    return sum(len(r[2].encode("utf-8", "surrogatepass")) for r in ps.rows)
-
-
-class _WrittenFanout:
-    """`Ingester.on_written` that calls several listeners (tail hub, indexer, ...)."""
-
-    def __init__(self, listeners: list[Callable[..., None]]):
-        self.listeners = listeners
-
-    def __call__(self, tenant: str, result: Any) -> None:
-        for listener in list(self.listeners):
+    def _written(self, tenant: str, result: AppendResult) -> None:
+        for listener in self.written_listeners:
             try:
                 listener(tenant, result)
             except Exception:  # noqa: BLE001 - one listener must not break a push reply
                 log.exception("on_written listener failed")
 
 
-def add_written_listener(ingester: Any, listener: Callable[[str, Any], None]) -> None:
-    """Chain `listener` onto `ingester.on_written`, keeping whatever is already there."""
-    current = ingester.on_written
-    if isinstance(current, _WrittenFanout):
-        current.listeners.append(listener)
-        return
-    ingester.on_written = _WrittenFanout(([current] if current is not None else []) + [listener])
+def _stream_bytes(ps: PreparedStream) -> int:
+    """What the rate limits count: the bytes of the lines."""
+    return sum(len(r[2].encode("utf-8", "surrogatepass")) for r in ps.rows)

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import Callable
 
 import yaml
 
 from config import ConfigError, LimitsConfig, check_limits, limits_diff
-from services.base import cancel_task, on_lifespan
+from services.base import cancel_task
 from services.limits import TENANT_KEYS, Limits
 from services.metrics import ScrapeCollector, gauge
 
@@ -135,19 +135,11 @@ class Overrides(Limits):
             self.reload()
 
 
-def register(ctx: Any) -> Overrides:
-    """Reload `ctx.limits` (an Overrides, built in app.py) from its file while running."""
-    overrides = ctx.limits
-    ctx.extras["overrides"] = overrides
-    ctx.metrics.registry.register(ScrapeCollector(
+def collector(overrides: Overrides) -> ScrapeCollector:
+    return ScrapeCollector(
         gauge("logstore_runtime_config_last_reload_successful",
               "Whether the last runtime config reload was accepted.",
               lambda: 1.0 if overrides.last_reload_ok else 0.0),
         gauge("logstore_runtime_config_tenants",
               "Tenants with limits overridden in the runtime config.",
-              lambda: len(overrides.tenants))))
-    from services.ingest_limits import IngestLimits, register_metrics
-    ctx.ingester.ingest_limits = IngestLimits(overrides.of)
-    register_metrics(ctx, ctx.ingester.ingest_limits)
-    on_lifespan(ctx, overrides.start, overrides.stop)
-    return overrides
+              lambda: len(overrides.tenants)))

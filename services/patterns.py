@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any
 
-from services.base import cancel_task, on_lifespan
+from services.base import cancel_task
 from services.metrics import ScrapeCollector, counter, gauge
 from services.pattern_miner import Cluster, Miner
 from storage import patterns as store
@@ -193,22 +193,9 @@ def _level(metadata: str | None) -> str:
         return "unknown"
 
 
-def register(ctx: Any) -> Patterns:
-    from services.ingester import add_written_listener
-
-    cfg = ctx.config.pattern_ingester
-    patterns = Patterns(ctx.db, cfg.enabled, cfg.retain_for)
-    ctx.extras["patterns"] = patterns
-    if cfg.enabled:
-        add_written_listener(ctx.ingester, patterns.notify)
-        ctx.extras["sealer"].gate = patterns.catch_up
-        deletions = ctx.extras.get("deletions")
-        if deletions is not None:
-            deletions.removed_listeners.append(patterns.forget_lines)
-    ctx.metrics.registry.register(ScrapeCollector(
+def collector(patterns: Patterns) -> ScrapeCollector:
+    return ScrapeCollector(
         counter("logstore_patterns_lines_mined", "Lines the pattern miner has read.",
                 lambda: patterns.lines_mined),
         gauge("logstore_patterns_templates", "Templates the miner holds, over every stream.",
-              lambda: sum(len(m.clusters) for m in patterns.miners.values()))))
-    on_lifespan(ctx, patterns.start, patterns.stop)
-    return patterns
+              lambda: sum(len(m.clusters) for m in patterns.miners.values())))

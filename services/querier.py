@@ -76,7 +76,11 @@ def check_interval_limit(expr: Any, limit: int) -> None:
 
 class Querier:
     def __init__(self, db: Database, limits: Limits, *, max_concurrent: int = 0,
-                 max_outstanding: int = 0):
+                 max_outstanding: int = 0,
+                 cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None,
+                 retention_active: Callable[[], bool] = lambda: False,
+                 deletes_of: Callable[[str, dict[str, str]], list] | None = None,
+                 deletes_pending: Callable[[], bool] = lambda: False):
         self.db = db
         self.limits = limits
         self.gate = QueryGate(max_concurrent, max_outstanding,
@@ -86,11 +90,11 @@ class Querier:
         self._count_lock = threading.Lock()
         # retention (services/compactor.py): the oldest visible timestamp of a stream, by
         # tenant and labels
-        self.cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None
-        self.retention_active: Callable[[], bool] = lambda: False
+        self.cutoff_of = cutoff_of
+        self.retention_active = retention_active
         # log deletion (services/deletes.py): what pending delete requests hide, per stream
-        self.deletes_of: Callable[[str, dict[str, str]], list] | None = None
-        self.deletes_pending: Callable[[], bool] = lambda: False
+        self.deletes_of = deletes_of
+        self.deletes_pending = deletes_pending
 
     # -- the checks a read request meets before it runs -------------------------------------
     def check_entries_limit(self, tenant: Scope, limit: int) -> None:

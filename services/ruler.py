@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from logql import parse_expr
 from services.alerting import RuleState, alertmanager_payload, label_key
-from services.base import cancel_task, on_lifespan
+from services.base import cancel_task
 from services.errors import PlainError
 from services.metrics import ScrapeCollector, counter, gauge
 from services.notifier import Notifier
@@ -275,7 +275,7 @@ class Ruler:
         return [r for (t, _, _), r in sorted(self.runs.items()) if t == tenant]
 
 
-def _collector(r: Ruler) -> ScrapeCollector:
+def collector(r: Ruler) -> ScrapeCollector:
     group = ["tenant", "rule_group"]
 
     def per_group(attr: str) -> Callable[[], list]:
@@ -328,11 +328,3 @@ def _collector(r: Ruler) -> ScrapeCollector:
                 per_client("retries"), ["client"]),
         gauge("logstore_ruler_remote_write_buffered_samples",
               "Samples waiting in SQLite for a receiver.", buffered, ["client"]))
-
-
-def register(ctx: Any) -> Ruler:
-    ruler = Ruler(ctx.db, ctx.querier, ctx.config)
-    ctx.extras["ruler"] = ruler
-    ctx.metrics.registry.register(_collector(ruler))
-    on_lifespan(ctx, ruler.start, ruler.stop)
-    return ruler

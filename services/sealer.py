@@ -20,7 +20,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from services import memory
-from services.base import cancel_task, on_lifespan
+from services.base import cancel_task
 from services.metrics import ScrapeCollector, counter
 from storage import blocks, sealing
 from storage.streams import select_stream_ids
@@ -50,7 +50,8 @@ class Sealer:
     def __init__(self, db: Any, *, window_ns: int, grace_ns: int,
                  max_rows: int = sealing.DEFAULT_MAX_ROWS, enabled: bool = True,
                  interval: float = INTERVAL_SECONDS,
-                 clock: Callable[[], int] = time.time_ns):
+                 clock: Callable[[], int] = time.time_ns,
+                 gate: Callable[[], Awaitable[int | None]] | None = None):
         self.db = db
         self.window_ns, self.grace_ns, self.max_rows = window_ns, grace_ns, max_rows
         self.enabled = enabled
@@ -63,7 +64,7 @@ class Sealer:
         self.pending = PendingHead(window_ns, grace_ns, max_rows, clock)
         # another service that must read head rows before they leave (the pattern miner):
         # awaited before each round, it answers the highest entry id that may be sealed
-        self.gate: Callable[[], Awaitable[int | None]] | None = None
+        self.gate = gate
         self._stopping = False
         self.blocks_written = 0
         self.rows_sealed = 0
@@ -282,20 +283,10 @@ class PendingHead:
             self.largest_open = max(self.largest_open, head.largest_open)
 
 
-def register(ctx: Any) -> Sealer:
-    """Create the sealer, subscribe it to pushes and hook it into the app's lifespan."""
-    from services.ingester import add_written_listener
-
-    cfg = ctx.config.storage
-    sealer = Sealer(ctx.db, window_ns=cfg.block_window, grace_ns=cfg.seal_grace_period,
-                    max_rows=cfg.block_max_rows, enabled=cfg.sealing_enabled)
-    ctx.extras["sealer"] = sealer
-    add_written_listener(ctx.ingester, sealer.notify)
-    ctx.metrics.registry.register(ScrapeCollector(
+def collector(sealer: Sealer) -> ScrapeCollector:
+    return ScrapeCollector(
         counter("logstore_sealer_blocks_written", "Blocks the sealer wrote since start.",
                 lambda: sealer.blocks_written),
         counter("logstore_sealer_rows_sealed",
                 "Head rows the sealer moved into blocks since start.",
-                lambda: sealer.rows_sealed)))
-    on_lifespan(ctx, sealer.start, sealer.stop)
-    return sealer
+                lambda: sealer.rows_sealed))

@@ -18,10 +18,10 @@ import logging
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
-from services.base import State
-from services.ingester import STOPPING_TEXT
+from services.base import ServiceRegistry, State
+from services.ingester import STOPPING_TEXT, Ingester
+from services.sealer import Sealer
 
 log = logging.getLogger("logstore.shutdown")
 
@@ -30,9 +30,10 @@ SERVE_PID_ENV = "LOGSTORE_SERVE_PID"
 
 
 class ShutdownControl:
-    def __init__(self, data_dir: str, services: Any, sealer: Any, ingester: Any):
+    def __init__(self, data_dir: str, states: ServiceRegistry, sealer: Sealer,
+                 ingester: Ingester):
         self.marker = Path(data_dir) / MARKER
-        self.services = services
+        self.states = states
         self.sealer = sealer
         self.ingester = ingester
 
@@ -57,30 +58,17 @@ class ShutdownControl:
     # -- shutdown -----------------------------------------------------------------------------
     async def shutdown(self, flush: bool, terminate: bool) -> None:
         """Raises RuntimeError(STOPPING_TEXT) when already stopping."""
-        if self.services.stopping or self.ingester.stopped:
+        if self.states.stopping or self.ingester.stopped:
             raise RuntimeError(STOPPING_TEXT)
         self.ingester.stopped = True
-        self.services.stopping = True
-        self.services["ingester"].set(State.STOPPING)
+        self.states.stopping = True
+        self.states["ingester"].set(State.STOPPING)
         if flush:
             await self.sealer.seal_due(everything=True)
-        self.services["ingester"].set(State.TERMINATED)
+        self.states["ingester"].set(State.TERMINATED)
         if terminate:
             pid = os.environ.get(SERVE_PID_ENV)
             if pid and pid.isdigit():
                 # after this response has gone out: granian then stops its worker gracefully
                 asyncio.get_running_loop().call_later(
                     0.05, os.kill, int(pid), signal.SIGTERM)
-
-
-def register(ctx: Any) -> ShutdownControl:
-    control = ShutdownControl(ctx.config.data_dir, ctx.services, ctx.extras["sealer"],
-                              ctx.ingester)
-    ctx.extras["shutdown"] = control
-
-    async def on_stop(_ctx: Any) -> None:
-        await control.on_stop()
-
-    # first among the stop hooks: the sealer must still be running to seal
-    ctx.extras.setdefault("on_stop", []).insert(0, on_stop)
-    return control

@@ -1,12 +1,12 @@
 """Live tail: a hub that hands every committed push to the tail sessions of its tenant.
 
 The ingester calls `TailHub.on_written(tenant, result)` in the event loop after each commit
-(through `Ingester.on_written`); nothing polls the entries table. Each `Tailer` keeps only the
-rows of streams its selector accepts, in a bounded buffer; its sender runs the compiled
-pipeline over them and turns the survivors into frames of at most 100 entries. When the
-buffer is full (the client reads too slowly, or the pipeline cannot keep up), further rows are
-not kept: those the pipeline would have sent are reported as `dropped_entries` in the next
-frame (at most 1000 per frame), and memory stays bounded.
+(one of `Ingester.written_listeners`); nothing polls the entries table. Each `Tailer` keeps
+only the rows of streams its selector accepts, in a bounded buffer; its sender runs the
+compiled pipeline over them and turns the survivors into frames of at most 100 entries. When
+the buffer is full (the client reads too slowly, or the pipeline cannot keep up), further
+rows are not kept: those the pipeline would have sent are reported as `dropped_entries` in
+the next frame (at most 1000 per frame), and memory stays bounded.
 
 Frames are the JSON objects of http-api.md §8 (`{"streams": [...], "dropped_entries": [...]}`)
 or, for `/api/compat/tail`, the legacy shape of §15.
@@ -316,17 +316,5 @@ class TailHub:
                 tailer.closed = True
                 tailer._wake.set()
 
-
-def register(ctx: Any) -> TailHub:
-    """Create the hub and subscribe it to committed pushes."""
-    from services.ingester import add_written_listener
-
-    hub = TailHub(lambda tenant: ctx.limits.of(tenant).max_concurrent_tail_requests)
-    ctx.extras["tail_hub"] = hub
-    add_written_listener(ctx.ingester, hub.on_written)
-
-    async def on_stop(_ctx: Any) -> None:
-        hub.close_all()
-
-    ctx.extras.setdefault("on_stop", []).append(on_stop)
-    return hub
+    async def stop(self) -> None:
+        self.close_all()

@@ -64,7 +64,7 @@ def seal(conn: sqlite3.Connection, *, max_rows: int = 100_000, window_ns: int = 
 
 
 def db_path(client) -> str:
-    return client.app.state.ctx.db.path
+    return client.app.state.services.db.path
 
 
 def synthetic_lines(n: int, seed: int = 1) -> list[str]:

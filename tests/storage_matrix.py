@@ -160,7 +160,7 @@ class MatrixClient(TestClient):
 
 
 def _admin_headers(app: Any) -> dict[str, str]:
-    token = app.state.ctx.config.server.admin_token
+    token = app.state.services.config.server.admin_token
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
@@ -174,10 +174,10 @@ def open_client(app: Any, state: str | None) -> MatrixClient:
         assert r.status_code == 204, r.text
 
     def gate() -> int | None:
-        sealer = app.state.ctx.extras.get("sealer")
+        sealer = app.state.services.sealer
         if sealer is None or sealer.gate is None:
             return None
         return client.blocking_portal.call(sealer.gate)
 
-    client.settler = Settler(state, lambda: app.state.ctx.db.path, flush, gate)
+    client.settler = Settler(state, lambda: app.state.services.db.path, flush, gate)
     return client

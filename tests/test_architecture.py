@@ -142,3 +142,181 @@ def test_limits_are_read_per_tenant(module):
 
 def test_the_limits_rule_sees_a_read():
     assert global_limits_reads(ROOT / "app.py")  # where the global is handed over
+
+
+# -- wiring (issue 24) ------------------------------------------------------------------------
+# Every service is a typed field of services/context.Services, built once by
+# services/wiring.build_services: nothing is found by a string key, routes never touch the
+# database (the services own their transactions) and never build a service themselves.
+CONTEXT = ROOT / "services" / "context.py"
+REGISTRY_TYPES = {"dict", "Dict", "Mapping", "MutableMapping", "defaultdict", "OrderedDict"}
+LOOSE_TYPES = {"Any", "object"}
+
+
+def _tree(source: str) -> ast.Module:
+    return ast.parse(source)
+
+
+def registry_violations(source: str) -> list[str]:
+    """`.extras` anywhere, a field named `extras`, and in a Services class a field that is
+    a registry by key (dict[str, ...], Mapping, ...) or typed loosely (Any)."""
+    found = []
+    for node in ast.walk(_tree(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "extras":
+            found.append(f"line {node.lineno}: .extras")
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                node.target.id == "extras":
+            found.append(f"line {node.lineno}: a field named extras")
+        elif isinstance(node, ast.ClassDef) and node.name == "Services":
+            for item in node.body:
+                if not isinstance(item, ast.AnnAssign):
+                    continue
+                names = {n.id for n in ast.walk(item.annotation) if isinstance(n, ast.Name)}
+                names |= {n.attr for n in ast.walk(item.annotation)
+                          if isinstance(n, ast.Attribute)}
+                outer = item.annotation.value if isinstance(item.annotation, ast.Subscript) \
+                    else item.annotation
+                outer_name = outer.id if isinstance(outer, ast.Name) else \
+                    outer.attr if isinstance(outer, ast.Attribute) else ""
+                if outer_name in REGISTRY_TYPES or names & LOOSE_TYPES:
+                    found.append(f"line {item.lineno}: Services.{ast.unparse(item.target)}: "
+                                 f"{ast.unparse(item.annotation)}")
+    return found
+
+
+def db_accesses(source: str) -> list[int]:
+    """Lines of `<anything>.db` (and getattr(..., "db"))."""
+    found = []
+    for node in ast.walk(_tree(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "db":
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "getattr" and any(
+                    isinstance(a, ast.Constant) and a.value == "db" for a in node.args):
+            found.append(node.lineno)
+    return found
+
+
+def _aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> what it was imported as, dotted (`Sealer` -> `services.sealer.Sealer`)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out[alias.asname] = alias.name
+                else:
+                    root = alias.name.split(".")[0]
+                    out[root] = root
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                out[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return out
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def service_classes() -> set[str]:
+    """The services/ classes of the Services fields, Services itself and the builder."""
+    tree = ast.parse(CONTEXT.read_text(), str(CONTEXT))
+    aliases = _aliases(tree)
+    services = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Services")
+    found = {"Services", "build_services"}
+    for item in services.body:
+        if isinstance(item, ast.AnnAssign):
+            for n in ast.walk(item.annotation):
+                if isinstance(n, ast.Name) and aliases.get(n.id, "").startswith("services."):
+                    found.add(n.id)
+    return found
+
+
+def service_constructions(source: str, classes: set[str]) -> list[str]:
+    """Calls, in a route module, of a service class defined under services/ (by whatever
+    name or module alias it was imported)."""
+    tree = _tree(source)
+    aliases = _aliases(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        if name is None:
+            continue
+        root, _, rest = name.partition(".")
+        target = aliases.get(root, root) + ("." + rest if rest else "")
+        if target.startswith("services.") and target.rsplit(".", 1)[-1] in classes:
+            found.append(f"line {node.lineno}: {name}(...)")
+    return found
+
+
+ROUTES = sorted(m for m in MODULES if _under(m, "routes"))
+
+
+@pytest.mark.parametrize("path", [*sorted(MODULES.values()), ROOT / "app.py"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_service_registry_by_string_key(path):
+    found = registry_violations(path.read_text())
+    if found:
+        pytest.fail(f"{path.relative_to(ROOT)}: {'; '.join(found)} - a service is a typed "
+                    "field of services/context.Services, built in services/wiring.py")
+
+
+def test_services_is_where_the_rules_look():
+    tree = ast.parse(CONTEXT.read_text())
+    assert any(isinstance(n, ast.ClassDef) and n.name == "Services" for n in tree.body)
+    assert {"Ingester", "Querier", "Sealer", "GrafanaService"} <= service_classes()
+
+
+@pytest.mark.parametrize("module", ROUTES)
+def test_routes_do_not_touch_the_database(module):
+    lines = db_accesses(MODULES[module].read_text())
+    if lines:
+        pytest.fail(f"{module} reads .db (line {', '.join(map(str, lines))}): call a "
+                    "service method that runs its own read or write")
+
+
+@pytest.mark.parametrize("module", ROUTES)
+def test_routes_do_not_build_services(module):
+    found = service_constructions(MODULES[module].read_text(), service_classes())
+    if found:
+        pytest.fail(f"{module} builds a service ({'; '.join(found)}): build it in "
+                    "services/wiring.py and read it from ctx")
+
+
+def test_the_wiring_rules_catch_violations():
+    assert registry_violations("ctx.extras['ruler'].start()")
+    assert registry_violations("class AppContext:\n    extras: dict = {}\n")
+    assert registry_violations(
+        "class Services:\n    ruler: Ruler\n    others: dict[str, Any]\n")
+    assert registry_violations("class Services:\n    ruler: typing.Any\n")
+    assert registry_violations("class Services:\n    by_name: Mapping[str, Ruler]\n")
+    assert not registry_violations(
+        "class Services:\n    ruler: Ruler\n    lifecycle: list[Lifecycle]\n")
+
+    assert db_accesses("async def h(ctx):\n    return await ctx.db.read(f)\n") == [2]
+    assert db_accesses("getattr(ctx, 'db')")
+    assert not db_accesses("async def h(ctx):\n    return await ctx.grafana.ping()\n")
+
+    classes = {"TenantMappers", "Sealer"}
+    assert service_constructions(
+        "from services.otlp import TenantMappers\nm = TenantMappers(ctx.limits)\n", classes)
+    assert service_constructions(
+        "from services.otlp import TenantMappers as T\ndef f():\n    T(1)\n", classes)
+    assert service_constructions("from services import otlp\notlp.TenantMappers(x)\n", classes)
+    assert service_constructions("import services.sealer\nservices.sealer.Sealer(db)\n",
+                                 classes)
+    assert service_constructions("import services.sealer as s\ns.Sealer(db)\n", classes)
+    # a value type of a service module, or a service used but not built, is fine
+    assert not service_constructions(
+        "from services.grafana_search import Query\nQuery(b'')\n", classes)
+    assert not service_constructions(
+        "from services.otlp import TenantMappers\ndef f(m: TenantMappers):\n    m.of('t')\n",
+        classes)

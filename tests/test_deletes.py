@@ -29,7 +29,7 @@ def sec(ns: int) -> str:
 def client(make_client):
     c = make_client(ON)
     clock = {"now": T0 + 10 * H}
-    c.app.state.ctx.extras["deletions"].clock = lambda: clock["now"]
+    c.app.state.services.deletions.clock = lambda: clock["now"]
     c.clock = clock
     return c
 
@@ -99,7 +99,7 @@ def test_split_requests_report_progress_and_need_force(client):
                                     "end": sec(T0 + 4 * H), "max_interval": "1h"})
     assert r.status_code == 204
     rid = r.headers["X-Delete-Request-ID"]
-    conn = sqlite3.connect(client.app.state.ctx.db.path)
+    conn = sqlite3.connect(client.app.state.services.db.path)
     assert conn.execute("SELECT count(*) FROM delete_requests").fetchone()[0] == 4
     conn.execute("UPDATE delete_requests SET processed = 1 WHERE seq = 0")
     conn.commit()
@@ -154,7 +154,7 @@ def test_delete_story_on_openssh(make_client):
     everything = Counter(set(entries))  # exact repeats are stored once
     day = int(datetime(2023, 12, 10, tzinfo=timezone.utc).timestamp()) * 10**9
     now = day + 30 * H
-    deletions = c.app.state.ctx.extras["deletions"]
+    deletions = c.app.state.services.deletions
     deletions.clock = lambda: now
     lo, hi = day - H, day + 25 * H
     assert _lines(c, lo, hi) == everything
@@ -174,13 +174,13 @@ def test_delete_story_on_openssh(make_client):
     assert _count(c, hi) == sum(kept.values())
 
     # within the cancel period the compactor leaves it; after it, the lines leave the disk
-    compactor = c.app.state.ctx.extras["compactor"]
+    compactor = c.app.state.services.compactor
     c.blocking_portal.call(compactor.run_once)
     assert c.get(DELETE).json()[0]["status"] == "received"
     now += 25 * H
     c.blocking_portal.call(compactor.run_once)
     assert c.get(DELETE).json()[0]["status"] == "processed"
-    on_disk = Counter((r[2], r[3]) for r in stored(c.app.state.ctx.db.path))
+    on_disk = Counter((r[2], r[3]) for r in stored(c.app.state.services.db.path))
     assert on_disk == kept
     assert _lines(c, lo, hi) == kept
     assert _count(c, hi) == sum(kept.values())
@@ -249,7 +249,7 @@ def test_streams_a_delete_empties_leave_labels_and_series(client):
                                                           "end": sec(T0 - 1)})
     assert early.json()["data"] == []
     client.clock["now"] += 25 * H
-    compactor = client.app.state.ctx.extras["compactor"]
+    compactor = client.app.state.services.compactor
     client.blocking_portal.call(compactor.run_once)
     assert client.get(DELETE).json()[0]["status"] == "processed"
     assert seen() == only_y

@@ -28,7 +28,7 @@ def lines(client) -> int:
 
 def test_disk_full_then_space_again(make_client):
     c = make_client({"storage": {"sealing_enabled": False}})
-    db = c.app.state.ctx.db
+    db = c.app.state.services.db
     assert push(c, 100, "before").status_code == 204
     pages = c.blocking_portal.call(
         db.write, lambda conn: conn.execute("PRAGMA page_count").fetchone()[0])

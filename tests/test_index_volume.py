@@ -123,7 +123,7 @@ def test_stats_and_volume_equal_the_ground_truth(client, data):
 
 def test_deleted_lines_leave_stats_and_volume_at_once(client, data):
     rows, lo, hi = data
-    deletions = client.app.state.ctx.extras["deletions"]
+    deletions = client.app.state.services.deletions
     deletions.clock = lambda: hi + 48 * H
     r = client.post("/logstore/api/v1/delete", params={
         "query": '{job="openssh"} |= "Failed password for root"',

@@ -40,7 +40,7 @@ def clock():
 
 def limited(make_client, clock, tmp_path, **limits):
     c = make_client({"auth_enabled": True, "limits_config": limits}, data_dir=tmp_path / "d")
-    c.app.state.ctx.ingester.ingest_limits.clock = lambda: clock["t"]
+    c.app.state.services.ingester.ingest_limits.clock = lambda: clock["t"]
     return c
 
 

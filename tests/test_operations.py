@@ -36,7 +36,7 @@ def test_ready_is_503_before_start(tmp_path):
     # a client that never enters its context never runs the lifespan: no migrations, no
     # writer, every service still New
     r = TestClient(app).get("/ready")
-    services = len(app.state.ctx.services.services)
+    services = len(app.state.services.states.services)
     assert (r.status_code, r.text) == (503, f"Some services are not Running:\nNew: {services}\n")
 
 
@@ -216,7 +216,7 @@ def test_unexpected_errors_are_plain_500_without_traceback(client, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(client.app.state.ctx.ingester, "push", broken)
+    monkeypatch.setattr(client.app.state.services.ingester, "push", broken)
     r = client.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns()), "x"]]),
                     headers=JSON_HEADERS)
     assert r.status_code == 500

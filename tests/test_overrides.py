@@ -37,8 +37,8 @@ def setup(make_client, tmp_path):
         "limits_config": {"reject_old_samples": False, "retention_period": "5d"},
         "compactor": {"retention_enabled": True, "retention_delete_delay": "0s"},
         "runtime_config": {"file": str(runtime)}})
-    ctx = client.app.state.ctx
-    ctx.extras["retention"].clock = lambda: T0
+    ctx = client.app.state.services
+    ctx.retention.clock = lambda: T0
     for tenant in ("short", "rules", "other", "no-deletes"):
         for level in ("debug", "info"):
             values = [[str(T0 - k * H), f"{level} {k}"] for k in range(1, 24 * 7)]
@@ -63,7 +63,7 @@ def test_each_tenant_keeps_its_own_period(setup):
     assert oldest_hours(client, "short") == {"debug": 48, "info": 48}
     assert oldest_hours(client, "rules") == {"debug": 24, "info": 5 * 24}
     assert oldest_hours(client, "other") == {"debug": 5 * 24, "info": 5 * 24}
-    client.blocking_portal.call(ctx.extras["compactor"].run_once)  # and on disk
+    client.blocking_portal.call(ctx.compactor.run_once)  # and on disk
     assert oldest_hours(client, "short") == {"debug": 48, "info": 48}
     assert oldest_hours(client, "other") == {"debug": 5 * 24, "info": 5 * 24}
 
@@ -81,7 +81,7 @@ def test_deletion_mode_per_tenant(setup):
 
 def test_reload_applies_without_restart_and_a_bad_file_is_kept_out(setup):
     client, ctx, runtime = setup
-    overrides = ctx.extras["overrides"]
+    overrides = ctx.limits
     runtime.write_text("overrides:\n  other:\n    retention_period: 3d\n")
     assert overrides.reload() is True
     assert oldest_hours(client, "other") == {"debug": 72, "info": 72}

@@ -43,7 +43,7 @@ def push_all(client, values) -> None:
 
 
 def mined(client) -> None:
-    service = client.app.state.ctx.extras["patterns"]
+    service = client.app.state.services.patterns
     client.blocking_portal.call(service.catch_up)
 
 
@@ -145,7 +145,7 @@ def test_deleted_lines_leave_the_counts_at_once_and_after_compaction(make_client
     invalid = HEAD + "Invalid user <_> from <_>"
     assert totals(patterns(c, values))[invalid] == 113
     lo, hi = int(values[0][0]), int(values[-1][0])
-    deletions = c.app.state.ctx.extras["deletions"]
+    deletions = c.app.state.services.deletions
     deletions.clock = lambda: hi + 48 * H
     r = c.post("/logstore/api/v1/delete", params={
         "query": '{job="openssh"} |~ "Invalid user .* from"', "start": str(lo // 10**9),
@@ -155,7 +155,7 @@ def test_deleted_lines_leave_the_counts_at_once_and_after_compaction(make_client
     assert invalid not in after
     assert sum(after.values()) == len(values) - 113
     deletions.clock = lambda: hi + 73 * H  # past the cancel period: off the disk
-    c.blocking_portal.call(c.app.state.ctx.extras["compactor"].run_once)
+    c.blocking_portal.call(c.app.state.services.compactor.run_once)
     assert c.get("/logstore/api/v1/delete").json()[0]["status"] == "processed"
     assert totals(patterns(c, values)) == after
 
@@ -169,8 +169,8 @@ def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values):
     from services.ingester import RawStream
 
     c = make_client({**CONFIG, "storage": {"block_max_rows": 100}})
-    ctx = c.app.state.ctx
-    sealer, ingester = ctx.extras["sealer"], ctx.ingester
+    ctx = c.app.state.services
+    sealer, ingester = ctx.sealer, ctx.ingester
     first = values[:1000]
     push_all(c, first)
 

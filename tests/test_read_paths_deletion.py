@@ -101,13 +101,13 @@ def answers(request, tmp_path_factory, storage_state):
                               ({"app": "rp", "who": VICTIM, "victimlabel": "1"}, VICTIM_LINES)):
             r = client.post(PUSH, content=push_body(labels, lines), headers=JSON_HEADERS)
             assert r.status_code == 204, r.text
-        ctx = client.app.state.ctx
-        retention = ctx.extras["retention"]
+        ctx = client.app.state.services
+        retention = ctx.retention
         real_clock = retention.clock
         if case in ("expired", "swept"):
             retention.clock = lambda: NOW - 48 * H  # two days ago the victim was a day old
         # mined before anything goes: the patterns must forget the victim's lines
-        client.blocking_portal.call(ctx.extras["patterns"].catch_up)
+        client.blocking_portal.call(ctx.patterns.catch_up)
         before = {name: read(client, path, params) for name, path, params, _ in READS}
         if case in ("pending", "processed"):
             r = client.post("/logstore/api/v1/delete", params={
@@ -116,7 +116,7 @@ def answers(request, tmp_path_factory, storage_state):
             assert r.status_code == 204, r.text
         retention.clock = real_clock  # now it is three days old: expired
         if case in ("processed", "swept"):
-            client.blocking_portal.call(ctx.extras["compactor"].run_once)
+            client.blocking_portal.call(ctx.compactor.run_once)
         if case in ("pending", "processed"):
             assert [q["status"] for q in client.get("/logstore/api/v1/delete").json()] == [
                 "received" if case == "pending" else "processed"]

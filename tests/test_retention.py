@@ -48,9 +48,9 @@ def setup(make_client):
         values = [[str(ts), f"{key(labels)} {ts}"] for ts in stamps()]
         assert client.post(PUSH, content=push_body(labels, values),
                            headers=JSON_HEADERS).status_code == 204
-    ctx = client.app.state.ctx
+    ctx = client.app.state.services
     clock = {"now": T0 + 30 * 60 * 10**9 + 7 * 10**9}  # mid-hour: cutoffs cut buckets
-    ctx.extras["retention"].clock = lambda: clock["now"]
+    ctx.retention.clock = lambda: clock["now"]
     return client, ctx, clock
 
 
@@ -124,7 +124,7 @@ def test_expired_lines_leave_reads_at_once_and_disk_at_the_sweep(setup):
     assert client.post("/flush").status_code == 204  # sealed: blocks straddle the cutoffs
     check_reads(client, clock["now"])
 
-    removed = client.blocking_portal.call(ctx.extras["compactor"].run_once)
+    removed = client.blocking_portal.call(ctx.compactor.run_once)
     assert removed > 0
     check_reads(client, clock["now"])
     conn = sqlite3.connect(db)
@@ -144,7 +144,7 @@ def test_expired_lines_leave_reads_at_once_and_disk_at_the_sweep(setup):
         assert r.json()["data"] == ["b", "c"]
         r = client.get("/logstore/api/v1/series", params={"match[]": '{app=~"a|c"}', **rng})
         assert [s["app"] for s in r.json()["data"]] == ["c"]
-        client.blocking_portal.call(ctx.extras["compactor"].run_once)
+        client.blocking_portal.call(ctx.compactor.run_once)
         check_reads(client, clock["now"])
     assert "logstore_compactor_retention_lines_removed_total" in client.get("/metrics").text
 
@@ -152,7 +152,7 @@ def test_expired_lines_leave_reads_at_once_and_disk_at_the_sweep(setup):
 def test_new_lines_of_a_removed_stream_are_stored_again(setup):
     client, ctx, clock = setup
     clock["now"] += 20 * D  # everything expired
-    client.blocking_portal.call(ctx.extras["compactor"].run_once)
+    client.blocking_portal.call(ctx.compactor.run_once)
     conn = sqlite3.connect(ctx.db.path)
     assert conn.execute("SELECT count(*) FROM streams").fetchone()[0] == 0
     conn.close()
@@ -169,9 +169,9 @@ def test_retention_off_keeps_everything(make_client):
     labels = {"app": "a"}
     values = [[str(ts), "x"] for ts in stamps()]
     client.post(PUSH, content=push_body(labels, values), headers=JSON_HEADERS)
-    ctx = client.app.state.ctx
-    ctx.extras["retention"].clock = lambda: T0 + 30 * D
-    assert client.blocking_portal.call(ctx.extras["compactor"].run_once) == 0
+    ctx = client.app.state.services
+    ctx.retention.clock = lambda: T0 + 30 * D
+    assert client.blocking_portal.call(ctx.compactor.run_once) == 0
     r = client.get("/logstore/api/v1/query_range", params={
         "query": '{app="a"}', "start": str(T0 - 13 * D), "end": str(T0 + D), "limit": "5000"})
     assert sum(len(s["values"]) for s in r.json()["data"]["result"]) == len(stamps())

@@ -40,7 +40,7 @@ def test_prepare_shutdown_marker(client):
 
 def test_shutdown_without_terminate_flushes_and_stops_the_ingester(client):
     client.post(PUSH, content=push_body({"app": "s"}, recent(20)), headers=JSON_HEADERS)
-    db = client.app.state.ctx.db.path
+    db = client.app.state.services.db.path
     assert head_and_sealed(db) == (20, 0)  # recent lines: not due for sealing yet
     r = client.post("/ingester/shutdown", params={"terminate": "false"})
     assert r.status_code == 204
@@ -61,7 +61,7 @@ def test_shutdown_flush_false_leaves_the_head(client):
     client.post(PUSH, content=push_body({"app": "s"}, recent(5)), headers=JSON_HEADERS)
     r = client.get("/ingester/shutdown", params={"terminate": "false", "flush": "false"})
     assert r.status_code == 204
-    assert head_and_sealed(client.app.state.ctx.db.path) == (5, 0)
+    assert head_and_sealed(client.app.state.services.db.path) == (5, 0)
 
 
 def test_shutdown_bad_parameter(client):
@@ -80,7 +80,7 @@ def test_flush_tenant_seals_only_that_tenant_and_selector(make_client):
     r = client.post("/flush/tenant", params={"streams": '{app="x"}'},
                     headers={"X-Scope-OrgID": "a"})
     assert r.status_code == 204
-    conn = sqlite3.connect(client.app.state.ctx.db.path)
+    conn = sqlite3.connect(client.app.state.services.db.path)
     sealed = conn.execute("SELECT s.tenant, s.labels FROM blocks b "
                           "JOIN streams s ON s.id = b.stream_id").fetchall()
     conn.close()
@@ -91,7 +91,7 @@ def test_flush_tenant_seals_only_that_tenant_and_selector(make_client):
     assert r.text.startswith("parse error")
     assert client.post("/flush/tenant").status_code == 401
     assert client.post("/flush/tenant", headers={"X-Scope-OrgID": "b"}).status_code == 204
-    assert head_and_sealed(client.app.state.ctx.db.path) == (3, 9)
+    assert head_and_sealed(client.app.state.services.db.path) == (3, 9)
 
 
 def test_sigterm_with_prepared_shutdown_seals_the_head_and_closes_cleanly(make_server):

@@ -195,7 +195,7 @@ rules:
 
 def test_ruler_queries_meet_the_tenants_limits(tenants):
     client = tenants({"max_query_range": "30s"})
-    ruler = client.app.state.ctx.extras["ruler"]
+    ruler = client.app.state.services.ruler
     client.blocking_portal.call(ruler.pause)
     for tenant in ("a", "b"):
         assert push(client, tenant, {"app": "x"}, [[str(NOW), "hello"]]).status_code == 204

@@ -12,7 +12,7 @@ BLOCKED = {"message": "too many consecutive incorrect login attempts for user - 
 
 
 def _clock(fx):
-    attempts = fx.client.app.state.ctx.extras["login_attempts"]
+    attempts = fx.client.app.state.services.grafana.login_attempts
     now = {"t": 1000.0}
     attempts.clock = lambda: now["t"]
     return now

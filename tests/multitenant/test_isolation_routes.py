@@ -125,13 +125,13 @@ def app_with_a(tmp_path_factory, storage_state):
                                           lines))
         assert r.status_code == 204
         # mine now: the pattern ingester otherwise mines in the background, when it wakes
-        client.blocking_portal.call(client.app.state.ctx.extras["patterns"].catch_up)
+        client.blocking_portal.call(client.app.state.services.patterns.catch_up)
         r = client.post(f"/logstore/api/v1/rules/{MARK}-ns", content=RULES,
                         headers={**a, "Content-Type": "application/yaml"})
         assert r.status_code == 202, r.text
         # one evaluation of A's rule group now (the ruler's own loop waits for its interval):
         # the alert fires, so /compat/api/v1/alerts has something of A's to show
-        ruler = client.app.state.ctx.extras["ruler"]
+        ruler = client.app.state.services.ruler
         for run in ruler.runs_of("a"):
             client.blocking_portal.call(ruler.evaluate, run, time.time_ns())
         r = client.post("/logstore/api/v1/delete", headers=a, params={

@@ -21,7 +21,7 @@ def conn(tmp_path_factory, storage_state):
                                [str(T + 1 * S), "took=1s size=2KB"],
                                [str(T + 5 * S), "took=oops size=4KB"]])
         push(c, {"app": "b"}, [[str(T + 2 * S), "took=250ms"], [str(T + 4 * S), "nothing"]])
-        path = c.app.state.ctx.db.path
+        path = c.app.state.services.db.path
         c.settler.settle()  # the engine reads on a connection of its own: settle here
     conn = connect(path, readonly=True)
     yield conn

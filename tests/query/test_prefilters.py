@@ -73,7 +73,7 @@ def data(tmp_path_factory):
         for i in range(0, len(body), 1000):
             push(c, {"app": "pf", "part": str(i // 1500)},
                  [[str(t), l] for t, l in zip(stamps[i:i + 1000], body[i:i + 1000])])
-        path = c.app.state.ctx.db.path
+        path = c.app.state.services.db.path
     conn = connect(path)
     yield conn, list(zip(stamps, body)), path
     conn.close()

@@ -182,5 +182,5 @@ def test_query_timeout_is_504_for_every_kind_of_query(make_client, query, path):
     r = c.get(path, params={"query": query})
     assert (r.status_code, r.text) == TIMEOUT
     # the same queries answer with the default timeout
-    ok = make_client({}, data_dir=c.app.state.ctx.config.common.path_prefix)
+    ok = make_client({}, data_dir=c.app.state.services.config.common.path_prefix)
     assert ok.get(path, params={"query": query}).status_code == 200

@@ -47,7 +47,7 @@ def setup_group(client, body: str = CHECKOUT, namespace: str = "shop"):
 
 def paused(client):
     """The client's ruler, evaluating only when the test says so."""
-    ruler = client.app.state.ctx.extras["ruler"]
+    ruler = client.app.state.services.ruler
     client.blocking_portal.call(ruler.pause)
     return ruler
 

@@ -29,7 +29,7 @@ def _config(clients: dict, **remote_write) -> dict:
 
 
 def _setup(client, body: str = RECORD):
-    ruler = client.app.state.ctx.extras["ruler"]
+    ruler = client.app.state.services.ruler
     client.blocking_portal.call(ruler.pause)
     assert client.post(f"{RULES}/shop", content=body).status_code == 202
     return ruler, ruler.runs[("fake", "shop", "errors")]
@@ -104,7 +104,7 @@ def test_samples_wait_for_prometheus_across_a_restart(make_client, prometheus, t
 
     prometheus.start()
     c = make_client(config, data_dir=data)
-    ruler = c.app.state.ctx.extras["ruler"]
+    ruler = c.app.state.services.ruler
     _wait_sent(c, ruler, 3)
     assert c.blocking_portal.call(ruler.remote.buffered) == {}
     r = httpx.get(prometheus.url + "/api/v1/query_range", params={
@@ -156,7 +156,7 @@ def test_the_buffer_keeps_the_newest(make_client):
         _push(c, now + k * 60 * S - 10 * S, "checkout", k + 1)
         _evaluate(c, ruler, run, now + k * 60 * S)
     import sqlite3
-    conn = sqlite3.connect(c.app.state.ctx.db.path)
+    conn = sqlite3.connect(c.app.state.services.db.path)
     kept = [r[0] for r in conn.execute("SELECT value FROM remote_write_buffer ORDER BY id")]
     conn.close()
     assert kept == [3.0, 4.0]
