@@ -20,7 +20,8 @@ from services import grafana_access as access
 from services import grafana_identity as ident
 from services import grafana_objects as objects
 from services import grafana_search as search
-from services.grafana_auth import BAD_CREDENTIALS, authenticate, bootstrap, hash_password, \
+from services.grafana_auth import GENERATED_PASSWORD_ITERATIONS, PBKDF2_ITERATIONS, \
+    BAD_CREDENTIALS, authenticate, bootstrap, hash_password, \
     parse_authorization
 from services.grafana_common import Caller, GrafanaError
 from services.grafana_perms import PermissionItem
@@ -54,7 +55,9 @@ class GrafanaService:
         generated = not password
         if generated:
             password = secrets.token_urlsafe(18)
-        created = await self._write(bootstrap, login, password)
+        created = await self._write(bootstrap, login, password,
+                                    GENERATED_PASSWORD_ITERATIONS if generated
+                                    else PBKDF2_ITERATIONS)
         if created and generated:
             # shown once: the database keeps only a hash
             print(f"logstore: created the Grafana API admin. Log in with user "

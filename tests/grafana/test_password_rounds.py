@@ -1,0 +1,41 @@
+"""Passwords a person chooses are stored with OWASP's 600,000 PBKDF2 rounds; a hash made with
+fewer (an older release's 100,000) still logs in (issue 27)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+from services.grafana_auth import PBKDF2_ITERATIONS
+
+
+def _hash_of(data, login: str) -> str:
+    db = sqlite3.connect(f"file:{data / 'logstore.db'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT password_hash FROM gf_user WHERE login = ?", (login,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_new_passwords_take_600k_rounds_and_old_hashes_still_log_in(fresh, tmp_path):
+    data = tmp_path / "data"
+    carol = fresh.post("/api/admin/users", {"login": "carol", "email": "carol@example.com",
+                                            "password": "carol-pw"}).json()["id"]
+    scheme, rounds, salt, digest = _hash_of(data, "carol").split("$")
+    assert (scheme, int(rounds)) == ("pbkdf2_sha256", 600_000) == ("pbkdf2_sha256",
+                                                                    PBKDF2_ITERATIONS)
+    assert hashlib.pbkdf2_hmac("sha256", b"carol-pw", salt.encode(), 600_000).hex() == digest
+    assert fresh.client.get("/api/search", auth=("carol", "carol-pw")).status_code == 200
+    # a hash an older release wrote (100,000 rounds): put in place as that release did
+    old_salt = "0" * 32
+    old = "pbkdf2_sha256$100000$%s$%s" % (old_salt, hashlib.pbkdf2_hmac(
+        "sha256", b"old-pw", old_salt.encode(), 100_000).hex())
+    assert fresh.put(f"/api/admin/users/{carol}/password", {"password": "old-pw"}) \
+        .status_code == 200
+    db = sqlite3.connect(data / "logstore.db")
+    with db:
+        db.execute("UPDATE gf_user SET password_hash = ? WHERE login = 'carol'", (old,))
+    db.close()
+    assert _hash_of(data, "carol") == old
+    assert fresh.client.get("/api/search", auth=("carol", "old-pw")).status_code == 200
+    assert fresh.client.get("/api/search", auth=("carol", "wrong")).status_code == 401
