@@ -44,13 +44,16 @@ def stamps() -> list[int]:
 @pytest.fixture
 def setup(make_client):
     client = make_client(CONFIG)
+    ctx = client.app.state.services
+    # the sweeps are the tests' own: the one the compactor starts with, on the real clock,
+    # could otherwise land between two pushes and remove a stream the test expects to see
+    client.blocking_portal.call(ctx.compactor.stop)
+    clock = {"now": T0 + 30 * 60 * 10**9 + 7 * 10**9}  # mid-hour: cutoffs cut buckets
+    ctx.retention.clock = lambda: clock["now"]
     for labels in STREAMS:
         values = [[str(ts), f"{key(labels)} {ts}"] for ts in stamps()]
         assert client.post(PUSH, content=push_body(labels, values),
                            headers=JSON_HEADERS).status_code == 204
-    ctx = client.app.state.services
-    clock = {"now": T0 + 30 * 60 * 10**9 + 7 * 10**9}  # mid-hour: cutoffs cut buckets
-    ctx.retention.clock = lambda: clock["now"]
     return client, ctx, clock
 
 
