@@ -1,4 +1,5 @@
-"""Types and error texts shared by the metric evaluators (``logql.engine_metrics`` & co)."""
+"""Types and error texts shared by the metric evaluators (`metrics.py`, `range.py`,
+`vector.py`, `binary.py` in this package)."""
 
 from __future__ import annotations
 

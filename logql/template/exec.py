@@ -1,4 +1,4 @@
-"""Executor of parsed templates (see template.py) and the Go built-ins that need
+"""Executor of parsed templates (parse.py builds them) and the Go built-ins that need
 evaluated arguments in special ways (and/or short-circuit, index, printf, eq...)."""
 
 from __future__ import annotations
