@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from litestar import Litestar
     from litestar.types import ASGIApp, Receive, Scope, Send
 
-    from services.context import Services
+    from services.runtime.context import Services
 
 # The web framework, the routes, the services and storage are imported where the app is
 # built, not here: `logstore serve` runs in a parent process that only starts granian, and
@@ -34,14 +34,15 @@ GIL_SWITCH_INTERVAL = 0.0002  # seconds
 
 
 def route_modules() -> list:
-    from routes import (admin, delete, drilldown, grafana, index, legacy, meta, openapi, otlp,
-                        push, query, rules, tail)
+    from routes.loki import (admin, delete, drilldown, index, legacy, meta, openapi, otlp, push,
+                             query, rules, tail)
+    from routes.grafana import api as grafana
     return [push, otlp, meta, admin, grafana, query, tail, legacy, delete, rules, index,
             drilldown, openapi]
 
 
 def tune_process() -> None:
-    from services import memory
+    from services.runtime import memory
 
     # Reads are Python work on reader threads; with Python's 5 ms GIL switch interval four
     # heavy queries kept the event loop waiting long enough to take one-line pushes from
@@ -87,11 +88,11 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from litestar import Litestar
     from litestar.di import Provide
 
-    from routes import admin
+    from routes.loki import admin
     from routes.errors import EXCEPTION_HANDLERS
     from routes.paths import with_loki_paths
-    from services.base import State
-    from services.wiring import build_services
+    from services.runtime.base import State
+    from services.runtime.wiring import build_services
 
     cfg = cfg or config_module.load_config()
     tune_process()
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
 def seal_backlog(conn: Any, cfg: Config) -> None:
     """`logstore migrate`: seal every head group that is due, printing progress, then make
     sure the file can give freed pages back (a database from before sealing cannot yet)."""
-    from storage import sealing
+    from storage.blocks import sealing
 
     st = cfg.storage
     groups = sealing.sealable_groups(conn, time.time_ns(), st.block_window,
@@ -254,7 +255,7 @@ def serve(cfg: Config, config_path: str | None) -> int:
     print(f"logstore listening on http://{cfg.server.http_listen_address}:"
           f"{cfg.server.http_listen_port} with data in {os.path.abspath(cfg.data_dir)}",
           file=sys.stderr, flush=True)
-    # /ingester/shutdown?terminate=true stops this process (services/shutdown.py)
+    # /ingester/shutdown?terminate=true stops this process (services/upkeep/shutdown.py)
     os.environ["LOGSTORE_SERVE_PID"] = str(os.getpid())
     # one worker: SQLite has one writer, and group commit needs every push in one process
     Granian("app:app", address=cfg.server.http_listen_address, port=cfg.server.http_listen_port,

@@ -122,8 +122,8 @@ class LimitsConfig(msgspec.Struct, kw_only=True):
     # the log deletion API: disabled, filter-only (hide at query time) or filter-and-delete
     deletion_mode: str = "filter-and-delete"
     retention_stream: list[RetentionStream] = msgspec.field(default_factory=list)
-    # ingest limits, Loki's keys (services/ingest_limits.py); 0 switches one off, and all are
-    # off by default: one host has no distributor to shield (Loki: 4, 6, 3MB, 15MB, 5000)
+    # ingest limits, Loki's keys (services/ingest/ingest_limits.py); 0 switches one off, and all
+    # are off by default: one host has no distributor to shield (Loki: 4, 6, 3MB, 15MB, 5000)
     ingestion_rate_mb: float = 0.0
     ingestion_burst_size_mb: float = 0.0
     per_stream_rate_limit: int = 0       # bytes per second
@@ -187,7 +187,7 @@ class PatternIngesterConfig(msgspec.Struct, kw_only=True):
 
 class QuerierConfig(msgspec.Struct, kw_only=True):
     multi_tenant_queries_enabled: bool = False
-    max_concurrent: int = 4   # reads running at once in the process (services/query_gate.py)
+    max_concurrent: int = 4   # reads running at once in the process (services/read/query_gate.py)
 
 
 class QuerySchedulerConfig(msgspec.Struct, kw_only=True):
@@ -220,7 +220,7 @@ class StorageConfig(msgspec.Struct, kw_only=True):
 
 class RuntimeConfig(msgspec.Struct, kw_only=True):
     """Per-tenant `overrides` of limits_config in a file read again every `period`
-    (services/overrides.py)."""
+    (services/runtime/overrides.py)."""
     file: str = ""
     period: int = 10 * 10**9  # ns
 

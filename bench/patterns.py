@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from report import machine, table, update_section  # noqa: E402
-from services.pattern_miner import Miner  # noqa: E402
+from services.patterns.miner import Miner  # noqa: E402
 
 LOGHUB = ROOT.parent / "shared" / "data" / "loghub"
 SYSTEMS = ["Android", "Apache", "BGL", "HDFS", "HPC", "Hadoop", "HealthApp", "Linux", "Mac",

@@ -28,11 +28,11 @@ from litestar.testing import TestClient  # noqa: E402
 import config as config_module  # noqa: E402
 from app import create_app  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
-from services import grafana_identity as ident_svc  # noqa: E402
-from services import grafana_objects as objects  # noqa: E402
-from services.grafana_auth import bootstrap  # noqa: E402
-from services.grafana_common import Caller  # noqa: E402
-from services.grafana_perms import replace_entries  # noqa: E402
+from services.grafana import identity as ident_svc  # noqa: E402
+from services.grafana import objects  # noqa: E402
+from services.grafana.auth import bootstrap  # noqa: E402
+from services.grafana.common import Caller  # noqa: E402
+from services.grafana.perms import replace_entries  # noqa: E402
 from storage.db import Database  # noqa: E402
 
 WORDS = ["api", "latency", "errors", "cpu", "memory", "disk", "network", "queue", "cache",

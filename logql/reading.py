@@ -4,7 +4,7 @@ hands down (line conditions, needles, count totals).
 The engine declares here what it needs and imports nothing of storage/; an implementation
 (storage/reader.py is the SQLite one) imports this module and nothing else of the engine.
 docs/architecture.md gives each method's contract as a second implementation would need it.
-Hiding deleted and expired lines is no implementation's business: services/visibility.py
+Hiding deleted and expired lines is no implementation's business: services/read/visibility.py
 wraps any `Reader` and takes them out.
 """
 

@@ -4,7 +4,7 @@ Loki cancels a query's context when its HTTP client disconnects; without that, a
 panel refreshed ten times leaves ten abandoned queries holding reader threads (and the
 GIL) until they finish or time out. For read requests the ASGI messages are pumped by a
 task of our own: when the server reports `http.disconnect` before the answer is complete,
-the request's task is cancelled, and the querier (services/querier.py) stops the read on
+the request's task is cancelled, and the querier (services/read/querier.py) stops the read on
 its thread at its next statement or deadline check.
 """
 

@@ -3,6 +3,6 @@ app.py); a handler reads the typed fields it needs."""
 
 from litestar.di import NamedDependency
 
-from services.context import Services
+from services.runtime.context import Services
 
 Ctx = NamedDependency[Services]

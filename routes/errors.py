@@ -10,9 +10,9 @@ from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFou
 
 from logql.depth import TooDeep
 from logql.errors import ParseError, QueryError, QueryTimeout
-from services.query_gate import TooManyOutstanding
+from services.read.query_gate import TooManyOutstanding
 from routes.respond import json_response
-from services.errors import DiskFull, JSONError, PlainError
+from services.runtime.errors import DiskFull, JSONError, PlainError
 
 PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
 log = logging.getLogger("logstore.http")

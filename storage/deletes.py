@@ -2,7 +2,7 @@
 
 Requests: `add`, `pieces`, `cancel`, `mark_processed`, cache generation numbers.
 
-Physical deletion (the compactor, services/deletes.py) works one stream and one piece at a
+Physical deletion (the compactor, services/upkeep/deletes.py) works one stream and one piece at a
 time: `head_matches` lists the head rows a predicate picks, `delete_head_rows` removes them
 and takes them out of the rollups; `blocks_overlapping` lists the sealed blocks in range,
 `rewrite_block` replaces one block by the same block without the picked rows (or removes
@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Callable, Sequence
 
 from logql.model import MINUTE_NS
-from storage import blocks as B
+from storage.blocks import codec as B
 
 
 # -- requests --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from logql.model import MINUTE_NS
-from storage import sealing
+from storage.blocks import sealing
 from storage.streams import extend_stream_ranges, stream_ids_for
 
 

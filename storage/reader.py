@@ -1,11 +1,11 @@
 """The SQLite implementation of the engine's `logql.reading.Reader`, over one reader connection.
 
 The head's rows come from SQL with the line conditions inside SQLite, the sealed blocks'
-(storage/sealed.py) through the same conditions in Python, skipping whole blocks whose
+(storage/blocks/sealed.py) through the same conditions in Python, skipping whole blocks whose
 summaries and Bloom filters rule the needles out; counts are rollup arithmetic with exact
 edge corrections from both. The deadline given at construction stops every statement
 (SQLite's progress handler) and every batch: `QueryTimeout` is raised, whatever the stage.
-What retention and delete requests hide is taken out by services/visibility.py, not here.
+What retention and delete requests hide is taken out by services/read/visibility.py, not here.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any, Iterator, Sequence
 from logql.errors import QueryTimeout
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from logql.reading import LineConditions, Row, ScanCounts, Totals
-from storage import rollups, scan, sealed
+from storage import rollups, scan
+from storage.blocks import sealed
 from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
 
 # a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the

@@ -1,4 +1,4 @@
-"""Removing expired data from disk (the compactor's retention sweep, services/compactor.py).
+"""Removing expired data from disk (the compactor's retention sweep, services/upkeep/compactor.py).
 
 Per stream the sweep is given a cutoff and removes, in bounded writer jobs, everything
 older: head rows, sealed blocks that end before it, and the rollup minutes before it. A

@@ -24,7 +24,7 @@ from typing import Iterator, Sequence
 
 from logql.errors import QueryTimeout
 from logql.reading import LineConditions, Row, ci_testable
-from storage.sealed import SealedBlocks
+from storage.blocks.sealed import SealedBlocks
 
 FIRST_WINDOW_NS = 60 * 10**9
 TARGET_ROWS = 4000

@@ -43,12 +43,12 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "tests/legacy": HEAD_SEALED,
     "tests/multitenant": HEAD_SEALED,
     "tests/otlp": HEAD_SEALED,
-    "tests/test_loki_paths.py": HEAD_SEALED,
-    "tests/test_metadata_api.py": HEAD_SEALED,
-    "tests/test_index_volume.py": HEAD_SEALED,
-    "tests/test_patterns.py": HEAD_SEALED,
-    "tests/test_drilldown.py": HEAD_SEALED,
-    "tests/test_read_paths_deletion.py": ALL,
+    "tests/api/test_loki_paths.py": HEAD_SEALED,
+    "tests/read/test_metadata_api.py": HEAD_SEALED,
+    "tests/read/test_index_volume.py": HEAD_SEALED,
+    "tests/patterns/test_patterns.py": HEAD_SEALED,
+    "tests/read/test_drilldown.py": HEAD_SEALED,
+    "tests/read/test_read_paths_deletion.py": ALL,
 }
 
 

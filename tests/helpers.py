@@ -38,7 +38,7 @@ def stored(db_path: str) -> list[tuple[str, int, str, dict | None]]:
 
 def sealed_rows(conn: sqlite3.Connection) -> list[tuple]:
     """(id, tenant, labels, ts, line, metadata) of every row in a sealed block."""
-    from storage import blocks
+    from storage.blocks import codec as blocks
 
     out = []
     for n, flags, keys, lengths, md, lines, tenant, labels in conn.execute(
@@ -56,7 +56,7 @@ def seal(conn: sqlite3.Connection, *, max_rows: int = 100_000, window_ns: int = 
          keep=lambda group: True) -> int:
     """Seal the head's groups (all, or those `keep` accepts) on a connection of the test's
     own; return the rows sealed."""
-    from storage import sealing
+    from storage.blocks import sealing
 
     groups = [g for g in sealing.sealable_groups(conn, 0, window_ns, 0, everything=True)
               if keep(g)]

@@ -62,7 +62,7 @@ def seal_older_half(db_path: str | Path, max_id: int | None = None) -> int:
     """Seal the older half of the head (by ts, then id; only ids <= max_id when the pattern
     miner holds newer rows back) into blocks of BLOCK_ROWS, on a connection of our own,
     one transaction per block as the sealer does. Returns the rows sealed."""
-    from storage import blocks, sealing
+    from storage.blocks import codec as blocks, sealing
 
     conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
     try:

@@ -109,11 +109,11 @@ def test_the_rules_see_every_package():
     assert "logql.engine.logs" in MODULES and "storage.reader" in MODULES
 
 
-# A limit is read as one tenant's value, `limits.of(tenant).<key>` (services/limits.py): a
+# A limit is read as one tenant's value, `limits.of(tenant).<key>` (services/runtime/limits.py): a
 # read of the global `limits_config` anywhere else would ignore the tenant's runtime
 # overrides while /runtime_config shows them (issue 24). app.py hands it to the limits module
 # and config.py defines it; neither is under PACKAGES.
-GLOBAL_LIMITS_READERS = {"services.limits"}
+GLOBAL_LIMITS_READERS = {"services.runtime.limits"}
 
 
 def global_limits_reads(path: Path) -> list[int]:
@@ -137,7 +137,7 @@ def test_limits_are_read_per_tenant(module):
     lines = global_limits_reads(MODULES[module])
     if lines:
         pytest.fail(f"{module} reads limits_config (line {', '.join(map(str, lines))}): "
-                    "ask services/limits.py for the tenant's limits, limits.of(tenant)")
+                    "ask services/runtime/limits.py for the tenant's limits, limits.of(tenant)")
 
 
 def test_the_limits_rule_sees_a_read():
@@ -145,10 +145,10 @@ def test_the_limits_rule_sees_a_read():
 
 
 # -- wiring (issue 24) ------------------------------------------------------------------------
-# Every service is a typed field of services/context.Services, built once by
-# services/wiring.build_services: nothing is found by a string key, routes never touch the
+# Every service is a typed field of services/runtime/context.Services, built once by
+# services/runtime/wiring.build_services: nothing is found by a string key, routes never touch the
 # database (the services own their transactions) and never build a service themselves.
-CONTEXT = ROOT / "services" / "context.py"
+CONTEXT = ROOT / "services" / "runtime" / "context.py"
 REGISTRY_TYPES = {"dict", "Dict", "Mapping", "MutableMapping", "defaultdict", "OrderedDict"}
 LOOSE_TYPES = {"Any", "object"}
 
@@ -198,7 +198,7 @@ def db_accesses(source: str) -> list[int]:
 
 
 def _aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> what it was imported as, dotted (`Sealer` -> `services.sealer.Sealer`)."""
+    """Local name -> what it was imported as, dotted (`Sealer` -> `services.upkeep.sealer.Sealer`)."""
     out = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -266,7 +266,7 @@ def test_no_service_registry_by_string_key(path):
     found = registry_violations(path.read_text())
     if found:
         pytest.fail(f"{path.relative_to(ROOT)}: {'; '.join(found)} - a service is a typed "
-                    "field of services/context.Services, built in services/wiring.py")
+                    "field of services/runtime/context.Services, built in services/runtime/wiring.py")
 
 
 def test_services_is_where_the_rules_look():
@@ -288,7 +288,7 @@ def test_routes_do_not_build_services(module):
     found = service_constructions(MODULES[module].read_text(), service_classes())
     if found:
         pytest.fail(f"{module} builds a service ({'; '.join(found)}): build it in "
-                    "services/wiring.py and read it from ctx")
+                    "services/runtime/wiring.py and read it from ctx")
 
 
 def test_the_wiring_rules_catch_violations():
@@ -307,16 +307,16 @@ def test_the_wiring_rules_catch_violations():
 
     classes = {"TenantMappers", "Sealer"}
     assert service_constructions(
-        "from services.otlp import TenantMappers\nm = TenantMappers(ctx.limits)\n", classes)
+        "from services.ingest.otlp import TenantMappers\nm = TenantMappers(ctx.limits)\n", classes)
     assert service_constructions(
-        "from services.otlp import TenantMappers as T\ndef f():\n    T(1)\n", classes)
+        "from services.ingest.otlp import TenantMappers as T\ndef f():\n    T(1)\n", classes)
     assert service_constructions("from services import otlp\notlp.TenantMappers(x)\n", classes)
-    assert service_constructions("import services.sealer\nservices.sealer.Sealer(db)\n",
+    assert service_constructions("import services.upkeep.sealer\nservices.upkeep.sealer.Sealer(db)\n",
                                  classes)
-    assert service_constructions("import services.sealer as s\ns.Sealer(db)\n", classes)
+    assert service_constructions("import services.upkeep.sealer as s\ns.Sealer(db)\n", classes)
     # a value type of a service module, or a service used but not built, is fine
     assert not service_constructions(
-        "from services.grafana_search import Query\nQuery(b'')\n", classes)
+        "from services.grafana.search import Query\nQuery(b'')\n", classes)
     assert not service_constructions(
-        "from services.otlp import TenantMappers\ndef f(m: TenantMappers):\n    m.of('t')\n",
+        "from services.ingest.otlp import TenantMappers\ndef f(m: TenantMappers):\n    m.of('t')\n",
         classes)

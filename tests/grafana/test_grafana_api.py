@@ -434,7 +434,7 @@ def test_unknown_route_method_under_api(fx):
 def test_token_expires_after_seconds_to_live(fresh, monkeypatch):
     """A token made with secondsToLive works until then and is refused after (the clock is
     moved on, not waited for)."""
-    from services.grafana_common import Clock
+    from services.grafana.common import Clock
 
     sa = fresh.users["viewer-bot"]
     r = fresh.post(f"/api/serviceaccounts/{sa}/tokens",

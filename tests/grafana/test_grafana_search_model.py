@@ -16,11 +16,11 @@ from litestar.testing import TestClient
 
 import config as config_module
 from app import create_app
-from services import grafana_identity as ident_svc
-from services import grafana_objects as objects
-from services.grafana_common import Caller
-from services.grafana_perms import PermissionItem, replace_entries
-from storage import grafana as store
+from services.grafana import identity as ident_svc
+from services.grafana import objects
+from services.grafana.common import Caller
+from services.grafana.perms import PermissionItem, replace_entries
+from storage.grafana import objects as store
 from storage.db import DB_FILENAME, Database
 
 WORDS = ["alpha", "Alpha", "beta", "Beta", "gamma", "ZETA", "_x", "Ünï", "pay", "Pay"]
@@ -34,7 +34,7 @@ def build(data_dir: Path, seed: int = 11) -> dict:
     db = Database(str(data_dir), synchronous="off")
     db.open()
     admin = Caller(user_id=1, login="admin", org_id=1, role="Admin", is_server_admin=True)
-    from services.grafana_auth import bootstrap, hash_password
+    from services.grafana.auth import bootstrap, hash_password
 
     def fill(conn: sqlite3.Connection) -> dict:
         bootstrap(conn, "admin", "admin")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-from services.grafana_auth import PBKDF2_ITERATIONS
+from services.grafana.auth import PBKDF2_ITERATIONS
 
 
 def _hash_of(data, login: str) -> str:

@@ -304,7 +304,7 @@ def test_end_to_end_with_alertmanager(make_client, alertmanager, tmp_path):
 
 
 def _rfc(ns: int) -> str:
-    from services.alerting import rfc3339
+    from services.ruler.alerting import rfc3339
     return rfc3339(ns)
 
 
@@ -315,7 +315,7 @@ def _rfc(ns: int) -> str:
     (60, 250, (300, 3)),
 ])
 def test_a_group_that_overruns_skips_beats(ts, now, want):
-    from services.ruler import next_tick
+    from services.ruler.ruler import next_tick
     assert next_tick(ts * S, now * S, 60 * S) == (want[0] * S, want[1])
 
 

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from logql.reading import LineConditions
-from storage import blocks as B
+from storage.blocks import codec as B
 from storage.db import migrate
 from storage.scan import conditions_sql
-from storage.sealed import BlockFilter, SealedBlocks, Summary, sealed_at, sealed_range_counts, \
-    sealed_totals
+from storage.blocks.sealed import (BlockFilter, SealedBlocks, Summary, sealed_at,
+                                   sealed_range_counts, sealed_totals)
 
 T = 1_700_000_000 * 10**9
 
@@ -106,7 +106,7 @@ def conn(tmp_path):
 
 
 def _store(conn, sid: int, rows) -> None:
-    from storage import sealing
+    from storage.blocks import sealing
     conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
                  "VALUES (?, 'fake', ?, 0, 0, 0) ON CONFLICT DO NOTHING", (sid, f'{{s="{sid}"}}'))
     conn.executemany("INSERT INTO entries (id, stream_id, ts, hash, line, metadata) "

@@ -1,4 +1,4 @@
-"""When a push wakes the sealer (services.sealer.PendingHead): only when something may be
+"""When a push wakes the sealer (services.upkeep.sealer.PendingHead): only when something may be
 due, so that thousands of streams do not cost a look at the whole head per push, and never
 later than the rule says (a closed window, a full group, a window that closes)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from services.sealer import PendingHead
-from storage.sealing import HeadScan
+from services.upkeep.sealer import PendingHead
+from storage.blocks.sealing import HeadScan
 
 MIN = 60 * 10**9
 

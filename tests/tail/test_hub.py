@@ -6,7 +6,7 @@ import asyncio
 
 from logql import parse_expr
 from logql.plan import compile_log_query
-from services.tail import TailHub, Tailer
+from services.read.tail import TailHub, Tailer
 from storage.entries import AppendResult
 
 LEVEL = '{"detected_level":"info"}'

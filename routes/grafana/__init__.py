@@ -1,0 +1,1 @@
+"""Grafana's HTTP API under /api: dashboards, folders, search, identity."""

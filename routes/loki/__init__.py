@@ -1,0 +1,1 @@
+"""Loki's HTTP API and its operational endpoints, one module per group."""

@@ -1,0 +1,88 @@
+"""POST /logstore/api/v1/push (JSON or snappy protobuf) and the legacy /api/compat/push.
+Bodies are decoded by services/ingest/decode.py."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from litestar import Request, Response, post
+
+from routes.errors import PlainError
+from routes.params import parse_timestamp
+from routes.deps import Ctx
+from services.runtime import memory
+from services.ingest.inflight import Held
+from services.ingest.decode import (decode_content_encoding, decode_json, decode_legacy_json,
+                                    decode_protobuf)
+
+
+def _fail(status: int, message: str) -> PlainError:
+    return PlainError(status, message, newline=True)
+
+
+async def read_body(request: Request, limit: int, hold: Held) -> bytes:
+    """The raw body, each piece counted in `hold` as it arrives."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise _fail(413, "request body too large: message size too large than max "
+                         f"({declared} vs {limit})")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _fail(413, "request body too large: message size too large than max "
+                             f"({size} vs {limit})")
+        hold.add(len(chunk))
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _ingest(ctx: Ctx, tenant: str, body: bytes, media: str, legacy: bool,
+                  limit: int, hold: Held) -> Any:
+    if media == "application/json":
+        streams = decode_legacy_json(body, parse_timestamp) if legacy else decode_json(body)
+    else:
+        streams = decode_protobuf(body, limit, hold)
+    return await ctx.ingester.push(tenant, streams)  # a PushError is answered as it is
+
+
+async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
+    started = time.perf_counter()
+    tenant = ctx.tenant(request, newline=True)
+    limits = ctx.config.distributor
+    ctype_header = request.headers.get("content-type")
+    media = (ctype_header or "").split(";")[0].strip().lower()
+    if not media or "/" not in media:
+        raise _fail(400, "mime: no media type")
+    with ctx.inflight_bytes.hold() as hold:
+        body = decode_content_encoding(await read_body(request, limits.max_recv_msg_size, hold),
+                                       request.headers.get("content-encoding", ""),
+                                       limits.max_decompressed_size, hold)
+        large = len(body) > memory.LARGE_BYTES
+        try:
+            outcome = await _ingest(ctx, tenant, body, media, legacy,
+                                    limits.max_decompressed_size, hold)
+        finally:
+            del body
+            if large:
+                memory.trim_soon()  # the body and what was decoded from it are freed now
+    ctx.metrics.observe_push(tenant, outcome.accepted_lines, outcome.accepted_bytes,
+                             time.perf_counter() - started)
+    message = outcome.error_body()
+    if message:
+        raise _fail(outcome.status, message)
+    return Response(content=b"", status_code=204)
+
+
+@post("/logstore/api/v1/push")
+async def push(request: Request, ctx: Ctx) -> Response:
+    return await _push(request, ctx, legacy=False)
+
+
+@post("/api/compat/push")
+async def legacy_push(request: Request, ctx: Ctx) -> Response:
+    return await _push(request, ctx, legacy=True)
+
+
+handlers: list[Any] = [push, legacy_push]

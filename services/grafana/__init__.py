@@ -1,0 +1,1 @@
+"""Grafana's API: dashboards, folders, search, permissions, identity, auth."""

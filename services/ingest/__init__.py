@@ -1,0 +1,1 @@
+"""Ingest: a push from its body to the commit, decoded, validated, limited."""

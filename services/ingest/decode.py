@@ -1,0 +1,303 @@
+"""Push bodies decoded for the ingester, with Loki's error texts: bounded decompression
+(gzip, deflate, zstd, lz4, snappy; never inflated past the limit, each piece counted in
+the in-flight bytes), Loki's JSON and protobuf push bodies and the legacy JSON one, into
+`RawStream`s. The HTTP handlers are routes/loki/push.py and routes/loki/otlp.py."""
+
+from __future__ import annotations
+
+import io
+import re
+import zlib
+from typing import Callable
+
+import msgspec
+import snappy
+from google.protobuf.message import DecodeError
+
+from logql import depth
+from logql.model import TS_MAX, TS_MIN
+from proto import push_pb2
+from services.runtime.errors import PlainError
+from services.runtime import memory
+from services.ingest.inflight import Held
+from services.ingest.ingester import RawStream
+from services.ingest.labelset import LabelSetError, parse_label_set
+
+
+class JsonStream(msgspec.Struct):
+    stream: dict[str, str] | None = None
+    values: list[list[str | dict[str, str]] | None] | None = None
+
+
+class JsonPush(msgspec.Struct):
+    streams: list[JsonStream] | None = None
+
+
+class LegacyEntry(msgspec.Struct):
+    ts: str = ""
+    line: str = ""
+
+
+class LegacyStream(msgspec.Struct):
+    labels: str = ""
+    entries: list[LegacyEntry] | None = None
+
+
+class LegacyPush(msgspec.Struct):
+    streams: list[LegacyStream] | None = None
+
+
+_json_push = msgspec.json.Decoder(JsonPush)
+_legacy_push = msgspec.json.Decoder(LegacyPush)
+_TS_PATH = re.compile(r"values\[\d+\]\[0\]`?$")
+# The push schema nests five levels and keeps nothing deeper; msgspec skips an unknown
+# field by recursing into it, and only that recursion can reach the interpreter's guard
+# (far past MAX_DEPTH): refused then, with the bound's text, and the hot path pays nothing.
+_TOO_DEEP = f"invalid push request: {depth.JSON_TEXT}"
+
+
+def _fail(status: int, message: str) -> PlainError:
+    return PlainError(status, message, newline=True)
+
+
+def decode_content_encoding(body: bytes, encoding: str, limit: int, hold: Held,
+                            supported: tuple[str, ...] = ("gzip", "deflate")) -> bytes:
+    """The body inflated, never past `limit` + 1 bytes (a small bomb is not inflated whole),
+    each inflated piece counted in `hold`: 413 when over the limit, 400 for a broken body,
+    503 past `max_inflight_bytes`. `supported` names the encodings the caller allows; others
+    are the caller's to refuse before this is called."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "snappy", "identity"):
+        return body
+    if encoding not in supported:
+        raise _fail(400, f'Content-Encoding "{encoding}" not supported')
+    try:
+        out = _INFLATE[encoding](body, limit + 1, hold.add)
+    except (OSError, EOFError, zlib.error, ValueError, RuntimeError) as exc:
+        raise _fail(400, f"{encoding}: invalid compressed body: {exc}") from None
+    if len(out) > limit:
+        size = len(out)
+        del out
+        memory.trim_soon()  # the refused body was inflated up to the limit: give it back
+        raise _fail(413, "request body too large: decompressed message size too large than "
+                         f"max ({size} vs {limit})")
+    return out
+
+
+INFLATE_CHUNK = 1 << 20
+Step = Callable[[int], tuple[bytes, bool]]  # up to n more bytes, and whether that was all
+
+
+def _in_steps(most: int, count: Callable[[int], None], step: Step) -> bytearray:
+    """Inflated output, at most `most` bytes, grown INFLATE_CHUNK at a time into one buffer
+    (each piece counted): a decoder asked for `most` bytes at once keeps its output blocks
+    and the joined result alive together, 1.6 times the body."""
+    out = bytearray()
+    while len(out) < most:
+        piece, done = step(min(INFLATE_CHUNK, most - len(out)))
+        count(len(piece))
+        out += piece
+        if done:
+            break
+    return out
+
+
+def _inflate_zlib(wbits: int):
+    def inflate(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
+        d = zlib.decompressobj(wbits)
+        data = body
+
+        def step(n: int) -> tuple[bytes, bool]:
+            nonlocal data
+            piece = d.decompress(data, n)
+            data = d.unconsumed_tail
+            return piece, d.eof or (not piece and not data)
+
+        out = _in_steps(most, count, step)
+        if len(out) < most and not d.eof:
+            raise EOFError("unexpected end of compressed data")
+        return out
+    return inflate
+
+
+def _inflate_zstd(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
+    import zstandard  # only OTLP clients send zstd
+    with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)) as reader:
+        def step(n: int) -> tuple[bytes, bool]:
+            piece = reader.read(n)
+            return piece, not piece
+
+        out = _in_steps(most, count, step)
+    if len(out) < most:
+        # the reader ends quietly where a cut body ends: a frame that never finished is
+        # refused, as gzip, deflate and lz4 refuse theirs (inflating it again costs no more
+        # than the reader just inflated, which stayed under the limit)
+        check = zstandard.ZstdDecompressor().decompressobj()
+        check.decompress(body)
+        if not check.eof:
+            raise EOFError("unexpected end of zstd frame")
+    return out
+
+
+def _inflate_lz4(body: bytes, most: int, count: Callable[[int], None]) -> bytearray:
+    import lz4.frame  # only OTLP clients send lz4
+    d = lz4.frame.LZ4FrameDecompressor()
+    data = body
+
+    def step(n: int) -> tuple[bytes, bool]:
+        nonlocal data
+        piece = d.decompress(data, max_length=n)
+        data = b""  # the whole frame went in with the first call
+        return piece, d.eof or (not piece and d.needs_input)
+
+    out = _in_steps(most, count, step)
+    if len(out) < most and not d.eof:
+        raise EOFError("unexpected end of lz4 frame")
+    return out
+
+
+_INFLATE = {"gzip": _inflate_zlib(16 + zlib.MAX_WBITS), "deflate": _inflate_zlib(-zlib.MAX_WBITS),
+            "zstd": _inflate_zstd, "lz4": _inflate_lz4}
+
+
+def _json_error(exc: msgspec.DecodeError) -> str:
+    text = str(exc)
+    if "got `int`" in text or "got `float`" in text:
+        path = text.rsplit(" - at ", 1)[-1]
+        if _TS_PATH.search(path.rstrip("`")):
+            return (f"invalid timestamp at {path.strip('`')}: timestamps must be strings of "
+                    'Unix epoch nanoseconds, e.g. "1700000000000000000"')
+    return f"invalid push request: {text}"
+
+
+def _valid_utf8(body: bytes) -> bytes:
+    """Invalid UTF-8 in strings becomes U+FFFD, as Go's JSON decoder (Loki's) does."""
+    return body.decode("utf-8", "replace").encode("utf-8")
+
+
+def _ts_in_range(ts: int, where: str, text: object) -> int:
+    if not TS_MIN <= ts <= TS_MAX:
+        raise _fail(400, f'invalid timestamp "{text}" at {where}: value out of range '
+                         "(1677-09-23 to 2262-04-10 in nanoseconds)")
+    return ts
+
+
+def decode_json(body: bytes) -> list[RawStream]:
+    if not body.strip():
+        raise _fail(400, "EOF")
+    try:
+        try:
+            req = _json_push.decode(body)
+        except UnicodeDecodeError:
+            req = _json_push.decode(_valid_utf8(body))
+    except msgspec.DecodeError as exc:
+        raise _fail(400, _json_error(exc)) from None
+    except RecursionError:
+        raise _fail(400, _TOO_DEEP) from None
+    out = []
+    for si, stream in enumerate(req.streams or ()):
+        entries = []
+        for ei, value in enumerate(stream.values or ()):
+            if value is None:
+                continue
+            if len(value) < 2:
+                raise _fail(400, f"invalid entry at $.streams[{si}].values[{ei}]: an entry is "
+                                 "[timestamp, line] or [timestamp, line, {metadata}]")
+            ts_text, line = value[0], value[1]
+            md = value[2] if len(value) > 2 else None
+            if type(ts_text) is not str:
+                raise _fail(400, f"invalid timestamp at $.streams[{si}].values[{ei}][0]: "
+                                 "timestamps must be strings of Unix epoch nanoseconds")
+            if type(line) is not str:
+                raise _fail(400, f"invalid line at $.streams[{si}].values[{ei}][1]: "
+                                 "the log line must be a string")
+            if md is not None and type(md) is not dict:
+                raise _fail(400, f"invalid structured metadata at $.streams[{si}].values[{ei}]"
+                                 "[2]: must be an object of string values")
+            try:
+                ts = int(ts_text)
+            except ValueError:
+                raise _fail(400, f'invalid timestamp "{ts_text}" at $.streams[{si}].values[{ei}]'
+                                 "[0]: timestamps must be strings of Unix epoch nanoseconds") \
+                    from None
+            entries.append((_ts_in_range(ts, f"$.streams[{si}].values[{ei}][0]", ts_text),
+                            line, md))
+        out.append(RawStream(list((stream.stream or {}).items()), entries))
+    return out
+
+
+def snappy_decoded_len(body: bytes) -> int:
+    """The length a raw snappy block says it inflates to (its leading varint), -1 if the
+    varint is broken: read before inflating, so a small bomb is refused without it."""
+    size = shift = 0
+    for byte in body[:5]:
+        size |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return size
+        shift += 7
+    return -1
+
+
+def decode_protobuf(body: bytes, limit: int, hold: Held) -> list[RawStream]:
+    declared = snappy_decoded_len(body)
+    if declared > limit:
+        raise _fail(413, "request body too large: decompressed message size too large than "
+                         f"max ({declared} vs {limit})")
+    hold.add(max(declared, 0))
+    try:
+        raw = snappy.uncompress(body)
+    except Exception:  # noqa: BLE001 - python-snappy raises several types for bad input
+        raise _fail(400, "snappy: corrupt input") from None
+    try:
+        req = push_pb2.PushRequest.FromString(raw)
+    except DecodeError as exc:
+        raise _fail(400, f"proto: cannot parse invalid wire-format data: {exc}") from None
+    out = []
+    for stream in req.streams:
+        if len(stream.labels) > 16 << 20:
+            raise _fail(413, "labels too large")
+        try:
+            pairs = parse_label_set(stream.labels)
+        except LabelSetError as exc:
+            raise _fail(400, f"couldn't parse labels: {exc}") from None
+        entries = []
+        for e in stream.entries:
+            ts = _ts_in_range(e.timestamp.seconds * 10**9 + e.timestamp.nanos,
+                              "entry timestamp", f"{e.timestamp.seconds}s")
+            md = {p.name: p.value for p in e.structuredMetadata} or None
+            entries.append((ts, e.line, md))
+        out.append(RawStream(pairs, entries))
+    return out
+
+
+def decode_legacy_json(body: bytes, parse_ts: Callable[[str], int]) -> list[RawStream]:
+    if not body.strip():
+        raise _fail(400, "EOF")
+    try:
+        try:
+            req = _legacy_push.decode(body)
+        except UnicodeDecodeError:
+            req = _legacy_push.decode(_valid_utf8(body))
+    except msgspec.DecodeError as exc:
+        raise _fail(400, f"invalid push request: {exc}") from None
+    except RecursionError:
+        raise _fail(400, _TOO_DEEP) from None
+    out = []
+    for stream in req.streams or ():
+        if not stream.entries:
+            # a v1-shaped body lands here: a stream without entries, 204 and nothing stored
+            out.append(RawStream([], []))
+            continue
+        try:
+            pairs = parse_label_set(stream.labels)
+        except LabelSetError as exc:
+            raise _fail(400, f"couldn't parse labels: {exc}") from None
+        entries = []
+        for e in stream.entries:
+            try:
+                ts = parse_ts(e.ts)
+            except ValueError as exc:
+                raise _fail(400, str(exc)) from None
+            entries.append((ts, e.line, None))
+        out.append(RawStream(pairs, entries))
+    return out

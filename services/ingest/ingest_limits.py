@@ -1,0 +1,127 @@
+"""Per-tenant ingest limits with Loki's texts and 429s (spec/http-api.md section 2.4 step 5):
+the tenant's ingestion rate (`ingestion_rate_mb`, burst `ingestion_burst_size_mb`: a token
+bucket over the bytes of the lines; a push that does not fit is refused whole),
+the per-stream rate (`per_stream_rate_limit`, burst `per_stream_rate_limit_burst`: that
+stream's entries are refused), and the number of active streams
+(`max_global_streams_per_user`, or `max_streams_per_user`: a new stream beyond it is
+refused). A stream is active while pushed to in the last 30 minutes, as Loki's ingesters keep
+a stream until it has been idle that long. All limits are per tenant (runtime overrides
+apply) and off at 0."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from services.runtime.metrics import ScrapeCollector, counter
+
+MB = 1024 * 1024
+IDLE_NS = 30 * 60 * 10**9
+RATE_TEXT = ("ingestion rate limit exceeded for user {tenant} (limit: {limit} bytes/sec) while "
+             "attempting to ingest '{lines}' lines totaling '{bytes}' bytes, reduce log volume "
+             "or contact your Loki administrator to see if the limit can be increased")
+STREAM_RATE_TEXT = ("Per stream rate limit exceeded (limit: {limit}/sec) while attempting to "
+                    "ingest for stream '{labels}' totaling {bytes}, consider splitting a stream "
+                    "via additional labels or contact your Loki administrator to see if the "
+                    "limit can be increased")
+STREAMS_TEXT = ("maximum active stream limit exceeded when trying to create stream {labels}, "
+                "reduce the number of active streams (reduce labels or reduce label values), or "
+                "contact your Loki administrator to see if the limit can be increased, "
+                "user: '{tenant}'")
+
+
+def byte_size(n: int) -> str:
+    """dskit's ByteSize: the largest 1024-based unit that divides exactly (3MB, 1500B)."""
+    for unit, size in (("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"
+
+
+@dataclass
+class Bucket:
+    rate: float     # bytes per second
+    burst: float
+    tokens: float
+    at: float
+
+    def allow(self, n: int, now: float) -> bool:
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if n > self.tokens:
+            return False
+        self.tokens -= n
+        return True
+
+
+class IngestLimits:
+    def __init__(self, limits_of: Callable[[str], Any],
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], int] = time.time_ns):
+        self.limits_of = limits_of
+        self.clock = clock
+        self.wall = wall
+        self._tenants: dict[str, Bucket] = {}
+        self._streams: dict[tuple[str, str], Bucket] = {}
+        self._active: dict[str, dict[str, int]] = {}   # tenant -> canonical -> last push ns
+        self.discarded: dict[tuple[str, str], list[int]] = {}  # (tenant, reason) -> [lines, bytes]
+
+    def _bucket(self, table: dict, key: Any, rate: float, burst: float) -> Bucket:
+        b = table.get(key)
+        if b is None or b.rate != rate or b.burst != burst:
+            b = table[key] = Bucket(rate, burst, burst, self.clock())
+        return b
+
+    def _discard(self, tenant: str, reason: str, lines: int, size: int) -> None:
+        acc = self.discarded.setdefault((tenant, reason), [0, 0])
+        acc[0] += lines
+        acc[1] += size
+
+    def check_tenant(self, tenant: str, lines: int, size: int) -> str | None:
+        """The 429 text when the whole push is over the tenant's rate, else None."""
+        lim = self.limits_of(tenant)
+        if lim.ingestion_rate_mb <= 0 or size == 0:
+            return None
+        rate = lim.ingestion_rate_mb * MB
+        burst = max(lim.ingestion_burst_size_mb * MB, rate)
+        if self._bucket(self._tenants, tenant, rate, burst).allow(size, self.clock()):
+            return None
+        self._discard(tenant, "rate_limited", lines, size)
+        return RATE_TEXT.format(tenant=tenant, limit=int(rate), lines=lines, bytes=size)
+
+    def check_stream(self, tenant: str, canonical: str, lines: int, size: int) -> str | None:
+        """The 429 text when this stream may not take these entries, else None."""
+        lim = self.limits_of(tenant)
+        now = self.wall()
+        active = self._active.setdefault(tenant, {})
+        limit = lim.max_global_streams_per_user or lim.max_streams_per_user
+        if limit > 0 and canonical not in active:
+            for name, seen in list(active.items()):
+                if now - seen > IDLE_NS:
+                    del active[name]
+            if len(active) >= limit:
+                self._discard(tenant, "stream_limit", lines, size)
+                return STREAMS_TEXT.format(labels=canonical, tenant=tenant)
+        if lim.per_stream_rate_limit > 0:
+            rate = float(lim.per_stream_rate_limit)
+            burst = float(max(lim.per_stream_rate_limit_burst, lim.per_stream_rate_limit))
+            if not self._bucket(self._streams, (tenant, canonical), rate,
+                                burst).allow(size, self.clock()):
+                self._discard(tenant, "per_stream_rate_limit", lines, size)
+                return STREAM_RATE_TEXT.format(limit=byte_size(lim.per_stream_rate_limit),
+                                               labels=canonical, bytes=byte_size(size))
+        active[canonical] = now
+        return None
+
+
+def collector(limits: IngestLimits) -> ScrapeCollector:
+    def discarded(pick: int) -> Callable[[], list]:
+        return lambda: [([reason, tenant], counts[pick])
+                        for (tenant, reason), counts in sorted(limits.discarded.items())]
+
+    return ScrapeCollector(
+        counter("logstore_discarded_samples", "Lines refused by an ingest limit.",
+                discarded(0), labels=["reason", "tenant"]),
+        counter("logstore_discarded_bytes", "Bytes refused by an ingest limit.",
+                discarded(1), labels=["reason", "tenant"]))

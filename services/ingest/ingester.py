@@ -1,0 +1,363 @@
+"""Push processing: validation with Loki's messages, write-time transformations, group commit.
+
+A request is checked stream by stream and entry by entry; what is valid is written even when
+other parts are refused (as Loki does), and the caller learns every refusal.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+import msgspec
+
+from config import LimitsConfig
+from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_label_set
+from services.ingest.levels import LevelDetector, normalise_level
+from services.runtime.limits import Limits
+from storage.db import Database
+from storage.entries import AppendResult, PreparedStream, append
+from services.runtime.errors import PlainError
+from services.ingest.ingest_limits import IngestLimits
+from logql.model import canonical_labels, label_pairs_string
+
+log = logging.getLogger("logstore.ingester")
+
+WrittenListener = Callable[[str, AppendResult], None]
+
+EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
+_SM_RUNS = re.compile(r"[^A-Za-z0-9]+")
+_json_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class RawStream:
+    """One decoded stream of a push body, before validation.
+
+    `labels` is a list of pairs in the order sent (duplicates possible: they are an error).
+    """
+    labels: list[tuple[str, str]]
+    entries: list[tuple[int, str, dict[str, str] | None]]
+
+
+@dataclass
+class PushOutcome:
+    errors: list[str] = field(default_factory=list)
+    status: int = 400  # 429 when a rate or stream limit refused something
+    accepted_lines: int = 0
+    accepted_bytes: int = 0
+    result: AppendResult | None = None
+
+    def error_body(self) -> str | None:
+        """Loki's summary: one message alone, else `<n> errors like: <msg>` joined by `; `."""
+        if not self.errors:
+            return None
+        counts = Counter(self.errors)
+        if len(counts) == 1 and len(self.errors) == 1:
+            return self.errors[0]
+        parts, size = [], 0
+        for msg, n in counts.items():
+            if size > MAX_ERROR_BODY:
+                parts.append(f"and {len(counts) - len(parts)} more kinds of error")
+                break
+            parts.append(f"{n} errors like: {msg}")
+            size += len(parts[-1])
+        return "; ".join(parts)
+
+
+# A refused push echoes what it refused, as Loki does, but a label set of 10,000 pairs or a
+# push of 10,000 bad streams should not come back as megabytes: texts are cut here.
+MAX_SHOWN = 4096
+MAX_ERROR_BODY = 16 << 10
+
+
+def _shown(text: str) -> str:
+    if len(text) <= MAX_SHOWN:
+        return text
+    return f"{text[:MAX_SHOWN]}... ({len(text)} characters)"
+
+
+# after /ingester/shutdown (services/upkeep/shutdown.py), as Loki's ingester answers then
+STOPPING_TEXT = "Ingester is stopping or already stopped."
+
+
+class PushError(PlainError):
+    """The whole request is refused (nothing stored); answered as Go's http.Error does."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(status, message, newline=True)
+
+
+def normalise_metadata_name(name: str) -> str:
+    if len(name) > 4 and name.startswith("__") and name.endswith("__"):
+        return "__" + normalise_metadata_name(name[2:-2]) + "__"
+    out = _SM_RUNS.sub("_", name)
+    if out and out[0].isdigit():
+        out = "key_" + out
+    return out
+
+
+def rfc3339(ns: int) -> str:
+    secs, frac = divmod(ns, 10**9)
+    text = datetime.fromtimestamp(secs, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        text += "." + f"{frac:09d}".rstrip("0")
+    return text + "Z"
+
+
+def entry_hash(line_bytes: bytes, metadata: str | None) -> int:
+    """64-bit content hash (two independent checksums) used to drop exact duplicates."""
+    crc = zlib.crc32(line_bytes)
+    adler = zlib.adler32(line_bytes)
+    if metadata:
+        md = metadata.encode()
+        crc = zlib.crc32(md, crc)
+        adler = zlib.adler32(md, adler)
+    return ((adler & 0x7FFFFFFF) << 32) | crc
+
+
+class Ingester:
+    def __init__(self, db: Database, limits: Limits, *,
+                 ingest_limits: IngestLimits | None = None,
+                 written_listeners: Sequence[WrittenListener] = ()):
+        self.db = db
+        self.limits = limits
+        # by `log_level_fields`: tenants share one detector unless their overrides differ
+        self._detectors: dict[tuple[str, ...], LevelDetector] = {}
+        # told of every committed push (the sealer, the pattern miner, the tail hub)
+        self.written_listeners = tuple(written_listeners)
+        self.stopped = False  # set by /ingester/shutdown
+        self._level_md = {}  # detected_level value -> its metadata JSON text
+        self.ingest_limits = ingest_limits
+        self.truncated = 0  # lines cut to max_line_size (max_line_size_truncate)
+
+    # -- readiness (/ready) ------------------------------------------------------------------
+    @property
+    def disk_full(self) -> bool:
+        return self.db.disk_full
+
+    @property
+    def writer_alive(self) -> bool:
+        return self.db.writer_alive
+
+    # -- validation --------------------------------------------------------------------------
+    def _levels(self, fields: list[str]) -> LevelDetector:
+        key = tuple(fields)
+        detector = self._detectors.get(key)
+        if detector is None:
+            detector = self._detectors[key] = LevelDetector(fields)
+        return detector
+
+    def _stream_labels(self, raw: RawStream, errors: list[str],
+                       lim: LimitsConfig) -> tuple[dict, str] | None:
+        labels: dict[str, str] = {}
+        for name, value in raw.labels:
+            if not is_valid_label_name(name):
+                text = label_pairs_string(raw.labels)
+                try:
+                    parse_label_set(text)
+                    problem = f"invalid label name {name!r}"
+                except LabelSetError as exc:
+                    problem = str(exc)
+                errors.append(f"couldn't parse labels: {problem}")
+                return None
+            if name in labels:
+                errors.append(f"stream '{_shown(canonical_labels(dict(raw.labels)))}' has duplicate "
+                              f"label name: '{name}'")
+                return None
+            if value != "":
+                labels[name] = value
+        if lim.discover_service_name and "service_name" not in labels and \
+                not any(x in labels for x in EXEMPT_FROM_DISCOVERY):
+            for candidate in lim.discover_service_name:
+                if labels.get(candidate):
+                    labels["service_name"] = labels[candidate]
+                    break
+            else:
+                labels["service_name"] = "unknown_service"
+        canonical = canonical_labels(labels)
+        shown = _shown(canonical)
+        if not labels:
+            errors.append("error at least one label pair is required per stream")
+            return None
+        counted = len(labels) - (1 if "service_name" in labels else 0)
+        if counted > lim.max_label_names_per_series:
+            errors.append(f"entry for stream '{shown}' has {counted} label names; "
+                          f"limit {lim.max_label_names_per_series}")
+            return None
+        for name, value in labels.items():
+            if len(name) > lim.max_label_name_length:
+                errors.append(f"stream '{shown}' has label name too long: '{_shown(name)}'")
+                return None
+            if len(value) > lim.max_label_value_length:
+                errors.append(f"stream '{shown}' has label value too long: "
+                              f"'{_shown(value)}'")
+                return None
+        return labels, canonical
+
+    def prepare(self, raw_streams: list[RawStream], now_ns: int,
+                lim: LimitsConfig) -> tuple[list[PreparedStream], PushOutcome]:
+        """The valid part of a push, checked against the pushing tenant's limits `lim`."""
+        outcome = PushOutcome()
+        errors = outcome.errors
+        newest_ok = now_ns + lim.creation_grace_period
+        oldest_ok = now_ns - lim.reject_old_samples_max_age if lim.reject_old_samples else None
+        max_line = lim.max_line_size
+        allow_sm = lim.allow_structured_metadata
+        detect = lim.discover_log_levels and allow_sm
+        level_md = self._level_md
+        levels = self._levels(lim.log_level_fields)
+        by_stream: dict[str, PreparedStream] = {}
+        for raw in raw_streams:
+            if not raw.entries:
+                continue
+            checked = self._stream_labels(raw, errors, lim)
+            if checked is None:
+                continue
+            labels, canonical = checked
+            ps = by_stream.get(canonical)
+            if ps is None:
+                ps = by_stream[canonical] = PreparedStream(labels, canonical)
+            stream_level = levels.from_labels(labels) if detect else None
+            rows = ps.rows
+            first, last = ps.first_ts or None, ps.last_ts or None
+            for ts, line, md in raw.entries:
+                if ts > newest_ok:
+                    errors.append(f"entry for stream '{canonical}' has timestamp too new: "
+                                  f"{rfc3339(ts)}")
+                    continue
+                if oldest_ok is not None and ts < oldest_ok:
+                    errors.append(f"entry for stream '{canonical}' has timestamp too old: "
+                                  f"{rfc3339(ts)}, oldest acceptable timestamp is: "
+                                  f"{rfc3339(oldest_ok)}")
+                    continue
+                data = line.encode("utf-8", "surrogatepass")
+                size = len(data)
+                if size > max_line > 0:
+                    if not lim.max_line_size_truncate:
+                        errors.append(f"max entry size '{max_line}' bytes exceeded for stream "
+                                      f"'{canonical}' while adding an entry with length "
+                                      f"'{size}' bytes")
+                        continue
+                    # as Loki: cut to the limit, the identifier included (a character cut
+                    # in two is left out)
+                    suffix = lim.max_line_size_truncate_identifier
+                    keep = max_line - len(suffix.encode())
+                    if keep > 0:
+                        data = data[:keep] + suffix.encode()
+                        line = data.decode("utf-8", "ignore")
+                        data = line.encode("utf-8", "surrogatepass")
+                        size = len(data)
+                        self.truncated += 1
+                if md:
+                    md = self._check_metadata(md, canonical, errors, lim)
+                    if md is None:
+                        continue
+                if detect:
+                    if md:
+                        level = md.get("detected_level")
+                        if level is not None:
+                            md["detected_level"] = normalise_level(level)
+                        else:
+                            md["detected_level"] = stream_level or levels.from_metadata(md) \
+                                or levels.from_line(line)
+                        md_text = _json_encode(md).decode()
+                    else:
+                        level = stream_level or levels.from_line(line)
+                        md_text = level_md.get(level)
+                        if md_text is None:
+                            md_text = level_md[level] = _json_encode(
+                                {"detected_level": level}).decode()
+                else:
+                    md_text = _json_encode(md).decode() if md else None
+                rows.append((ts, entry_hash(data, md_text), line, md_text))
+                if first is None or ts < first:
+                    first = ts
+                if last is None or ts > last:
+                    last = ts
+                outcome.accepted_lines += 1
+                outcome.accepted_bytes += size
+            if first is not None:
+                ps.first_ts, ps.last_ts = first, last
+        return [ps for ps in by_stream.values() if ps.rows], outcome
+
+    def _check_metadata(self, md: dict[str, str], canonical: str, errors: list[str],
+                        lim: LimitsConfig) -> dict[str, str] | None:
+        if not lim.allow_structured_metadata:
+            errors.append(f"stream '{canonical}' includes structured metadata, but this feature "
+                          "is disallowed. Please see `limits_config.allow_structured_metadata` "
+                          "or contact your Loki administrator to enable it")
+            return None
+        clean: dict[str, str] = {}
+        size = 0
+        for name, value in md.items():
+            size += len(name) + len(value)
+            clean[normalise_metadata_name(name)] = value
+        if size > lim.max_structured_metadata_size:
+            errors.append(f"stream '{canonical}' has structured metadata too large: '{size}' "
+                          f"bytes, limit: '{lim.max_structured_metadata_size}' bytes. Please see "
+                          "`limits_config.max_structured_metadata_size` or contact your Loki "
+                          "administrator to increase it")
+            return None
+        if len(md) > lim.max_structured_metadata_entries_count:
+            errors.append(f"stream '{canonical}' has too many structured metadata labels: "
+                          f"'{len(md)}', limit: '{lim.max_structured_metadata_entries_count}'. "
+                          "Please see `limits_config.max_structured_metadata_entries_count` or "
+                          "contact your Loki administrator to increase it")
+            return None
+        return clean
+
+    def _within_limits(self, tenant: str, prepared: list[PreparedStream],
+                       outcome: PushOutcome) -> list[PreparedStream]:
+        """The tenant's rate (a push over it is refused whole, nothing stored), then each
+        stream's: the active-stream limit and the per-stream rate."""
+        limits = self.ingest_limits
+        sizes = [_stream_bytes(ps) for ps in prepared]
+        text = limits.check_tenant(tenant, sum(len(ps.rows) for ps in prepared), sum(sizes))
+        if text is not None:
+            raise PushError(429, text)
+        kept = []
+        for ps, size in zip(prepared, sizes):
+            text = limits.check_stream(tenant, ps.canonical, len(ps.rows), size)
+            if text is None:
+                kept.append(ps)
+                continue
+            outcome.errors.append(text)
+            outcome.status = 429
+            outcome.accepted_lines -= len(ps.rows)
+            outcome.accepted_bytes -= sum(len(r[2]) for r in ps.rows)
+        return kept
+
+    # -- the whole push ------------------------------------------------------------------------
+    async def push(self, tenant: str, raw_streams: list[RawStream]) -> PushOutcome:
+        if self.stopped:
+            raise PushError(503, STOPPING_TEXT)
+        if not raw_streams:
+            raise PushError(422, "error at least one valid stream is required for ingestion")
+        prepared, outcome = self.prepare(raw_streams, time.time_ns(), self.limits.of(tenant))
+        if prepared and self.ingest_limits is not None:
+            prepared = self._within_limits(tenant, prepared, outcome)
+        if prepared:
+            cache = self.db.writer_cache.setdefault("streams", {})
+            outcome.result = await self.db.write(lambda conn: append(conn, cache, tenant,
+                                                                     prepared))
+            self._written(tenant, outcome.result)
+        return outcome
+
+    def _written(self, tenant: str, result: AppendResult) -> None:
+        for listener in self.written_listeners:
+            try:
+                listener(tenant, result)
+            except Exception:  # noqa: BLE001 - one listener must not break a push reply
+                log.exception("on_written listener failed")
+
+
+def _stream_bytes(ps: PreparedStream) -> int:
+    """What the rate limits count: the bytes of the lines."""
+    return sum(len(r[2].encode("utf-8", "surrogatepass")) for r in ps.rows)

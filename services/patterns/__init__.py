@@ -1,0 +1,1 @@
+"""Patterns: templates mined from pushed lines, and the patterns API."""

@@ -1,0 +1,201 @@
+"""The pattern service (spec/http-api.md section 7): mines templates from pushed lines off
+the push path and answers the patterns API.
+
+Like the sealer it runs beside the writer, never in it: after pushes (and every few
+seconds) it reads head entries above its high-water mark on a reader thread, runs them
+through each stream's miner (services/patterns/miner.py) there, then writes the changed
+templates, the per-10-second counts and the new mark in one short writer job. A restart
+loads the templates back and goes on from the mark. The sealer waits for it: before each
+round it has the miner catch up and seals nothing above its mark, so no line leaves the head
+unmined. Counts older than `pattern_ingester.retain_for` (3h, Loki's default) before the
+newest are dropped with the templates they leave empty.
+
+The API sums the counts of every matching stream per pattern text, in `step` buckets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from services.runtime.base import cancel_task
+from services.runtime.metrics import ScrapeCollector, counter, gauge
+from services.patterns.miner import Cluster, Miner
+from storage import patterns as store
+from storage.entries import newest_head_id
+
+log = logging.getLogger("logstore.patterns")
+BATCH = 5000
+BUCKET_S = 10
+IDLE_SECONDS = 5.0
+FORGET_EVERY_SECONDS = 600.0
+PAUSE_FACTOR = 3.0
+
+
+class Patterns:
+    def __init__(self, db: Any, enabled: bool, retain_for_ns: int):
+        self.db = db
+        self.enabled = enabled
+        self.retain_for = retain_for_ns
+        self.miners: dict[int, Miner] = {}
+        self.mined_id = 0
+        self.lines_mined = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+        self._forgot_at = 0.0
+
+    # -- lifetime ---------------------------------------------------------------------------------
+    def notify(self, *_args: Any) -> None:
+        self._wake.set()
+
+    async def start(self) -> None:
+        if not self.enabled:
+            return
+        await self._load()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="patterns")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await cancel_task(task)
+
+    async def _load(self) -> None:
+        rows, mark = await self.db.read(lambda conn: (store.clusters(conn), store.mined_id(conn)))
+        per_stream: dict[int, list[Cluster]] = {}
+        for sid, cid, template, line, spans, gaps, level, _ in rows:
+            per_stream.setdefault(sid, []).append(
+                Cluster(cid, template, line, [tuple(s) for s in spans], level, 0, set(gaps)))
+        self.miners = {sid: Miner(clusters) for sid, clusters in per_stream.items()}
+        self.mined_id = mark
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                # not asyncio.wait_for: in Python 3.11 it can swallow a cancel that arrives as
+                # the event fires, and stop() then waits forever (a test's shutdown hung so)
+                async with asyncio.timeout(IDLE_SECONDS):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                while await self.mine_now():
+                    pass
+                if time.monotonic() - self._forgot_at > FORGET_EVERY_SECONDS:
+                    await self.forget_old()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - keep the service; the mark did not move
+                log.exception("mining patterns failed")
+
+    # -- mining -----------------------------------------------------------------------------------
+    async def mine_now(self) -> int:
+        """Mine one batch of new head entries; returns how many (0: caught up)."""
+        async with self._lock:
+            began = time.perf_counter()
+            done = await self.db.read(self._mine_batch)
+            if done is None:
+                return 0
+            count, changed, counts, last = done
+            await self.db.write(lambda conn: store.save(conn, changed, counts, last))
+            self.mined_id = last
+            self.lines_mined += count
+            # mining is CPU work under the GIL: leave pushes and queries three times as much
+            await asyncio.sleep((time.perf_counter() - began) * PAUSE_FACTOR)
+            return count
+
+    def _mine_batch(self, conn: Any):
+        rows = store.new_entries(conn, self.mined_id, BATCH)
+        if not rows:
+            return None
+        changed: dict[tuple[int, int], Cluster] = {}
+        counts: dict[tuple[int, int, int], int] = {}
+        for _, sid, ts, line, metadata in rows:
+            miner = self.miners.get(sid)
+            if miner is None:
+                miner = self.miners[sid] = Miner()
+            cluster, is_changed = miner.add(line, _level(metadata))
+            if is_changed:
+                changed[(sid, cluster.id)] = cluster
+            bucket = ts // 10**9 // BUCKET_S * BUCKET_S
+            key = (sid, cluster.id, bucket)
+            counts[key] = counts.get(key, 0) + 1
+        out = [(sid, c.id, list(c.template), c.line, [list(s) for s in c.spans],
+                sorted(c.gaps), c.level, c.pattern()) for (sid, _), c in changed.items()]
+        return len(rows), out, counts, rows[-1][0]
+
+    async def forget_lines(self, sid: int, rows: list[tuple[int, str]]) -> None:
+        """Lines the compactor removed from disk leave the counts too."""
+        miner = self.miners.get(sid)
+        if miner is None:
+            return
+        counts: dict[tuple[int, str, int], int] = {}
+        for ts, line in rows:
+            cluster = miner.match(line)
+            if cluster is not None:
+                key = (sid, cluster.pattern(), ts // 10**9 // BUCKET_S * BUCKET_S)
+                counts[key] = counts.get(key, 0) + 1
+        if counts:
+            await self.db.write(lambda conn: store.uncount(conn, counts))
+
+    async def catch_up(self) -> int:
+        """Mine every head entry there is now; the highest entry id mined (the sealer seals
+        nothing above it, so no line leaves the head unmined). Entries pushed meanwhile wait
+        for the next round: chasing them would keep a sealer waiting for as long as pushes
+        keep coming, and the head would never be sealed."""
+        newest = await self.db.read(newest_head_id)
+        while self.mined_id < newest and await self.mine_now():
+            pass
+        return self.mined_id
+
+    async def forget_old(self) -> None:
+        self._forgot_at = time.monotonic()
+        keep = self.retain_for // 10**9
+        async with self._lock:
+            if await self.db.write(lambda conn: store.forget_older(conn, keep)):
+                await self._load()
+
+    # -- the API ----------------------------------------------------------------------------------
+    async def query(self, stream_ids: list[int], start: int, end: int, step: int,
+                    hidden: list[tuple[int, int, str]] = ()) -> list[dict[str, Any]]:
+        """Patterns of these streams in [start, end] with counts per `step` bucket, without
+        the `hidden` lines (stream, ts, line) that pending delete requests name."""
+        step_s = max(BUCKET_S, step // 10**9)
+        first = start // 10**9 // BUCKET_S * BUCKET_S  # the bucket `start` falls in
+        rows = await self.db.read(store.samples, stream_ids, first, end // 10**9, step_s)
+        per: dict[str, dict[int, int]] = {}
+        levels: dict[str, str] = {}
+        for pattern, level, at, count in rows:
+            per.setdefault(pattern, {})[at] = count
+            levels.setdefault(pattern, level)
+        for sid, ts, line in hidden:
+            cluster = self.miners[sid].match(line) if sid in self.miners else None
+            series = per.get(cluster.pattern()) if cluster is not None else None
+            at = ts // 10**9 // BUCKET_S * BUCKET_S // step_s * step_s
+            if series and series.get(at, 0) > 0:
+                series[at] -= 1
+        per = {p: {t: n for t, n in series.items() if n > 0} for p, series in per.items()}
+        per = {p: series for p, series in per.items() if series}
+        ranked = sorted(per.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+        return [{"pattern": p, "level": levels[p],
+                 "samples": [[t, n] for t, n in sorted(series.items())]}
+                for p, series in ranked]
+
+
+def _level(metadata: str | None) -> str:
+    if not metadata:
+        return "unknown"
+    try:
+        return json.loads(metadata).get("detected_level") or "unknown"
+    except (ValueError, AttributeError):
+        return "unknown"
+
+
+def collector(patterns: Patterns) -> ScrapeCollector:
+    return ScrapeCollector(
+        counter("logstore_patterns_lines_mined", "Lines the pattern miner has read.",
+                lambda: patterns.lines_mined),
+        gauge("logstore_patterns_templates", "Templates the miner holds, over every stream.",
+              lambda: sum(len(m.clusters) for m in patterns.miners.values())))

@@ -1,0 +1,1 @@
+"""Read: queries, labels, series, volume, Drilldown, the tail; the query gate."""

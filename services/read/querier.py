@@ -1,0 +1,267 @@
+"""The read service: LogQL queries, labels, values and series, and the tail's history.
+
+Routes hand it parsed requests and encode what it returns; it runs each read on a reader
+thread through the engine's storage protocol (`logql.reading.Reader`: the SQLite reader,
+wrapped in `services.read.visibility.VisibleReader`), under one deadline (the tenant's
+`query_timeout`) for log and metric queries alike. The request checks Loki makes before it
+reads (the entries limit, the query length, the lookback) live here too, so every endpoint
+that reads meets them with the same text. Failures are typed
+(`logql.errors.QueryError`, `ParseError`, `storage.scan.QueryTimeout`); the HTTP status for
+each is chosen once, in routes/errors.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+from logql.errors import QueryError
+from logql.gocompat.format import go_duration_str, prom_duration_str
+from logql.syntax import ast as A
+from logql.engine.logs import evaluate_log_query
+from logql.engine.common import series_limit_error
+from logql.engine.metrics import evaluate_metric
+from logql.engine.results import QueryStats
+from services.runtime import memory
+from services.read import volume as volume_service
+from services.runtime.errors import PlainError
+from services.runtime.limits import Limits
+from services.read.query_gate import QueryGate
+from services.read.visibility import VisibleReader
+from storage import streams
+from storage.db import Database
+from storage.reader import LogReader
+from storage.streams import Matcher, TenantSet
+
+Scope = str | TenantSet
+# what every read is handed: the SQLite reader, without what retention and deletes hide
+Reading = VisibleReader[LogReader]
+T = TypeVar("T")
+LONG_READ_SECONDS = 0.5
+
+
+@dataclass
+class QueryResult:
+    result_type: str   # streams | vector | matrix | scalar
+    result: Any        # JSON-ready, as http-api.md §4 shows it
+    stats: QueryStats
+
+
+def _log_ranges(node: Any) -> Iterator[A.LogRange]:
+    if isinstance(node, A.LogRange):
+        yield node
+    elif isinstance(node, tuple):
+        for item in node:
+            yield from _log_ranges(item)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, A.LogQuery):
+        for f in dataclasses.fields(node):
+            yield from _log_ranges(getattr(node, f.name))
+
+
+def check_interval_limit(expr: Any, limit: int) -> None:
+    """`limits_config.max_query_range`: no [range] in a metric query longer than the limit
+    (Loki checks it in its engine, so rules and every query endpoint meet it)."""
+    if limit <= 0:
+        return
+    for log_range in _log_ranges(expr):
+        if log_range.range_ns > limit:
+            raise QueryError(f"[interval] value exceeds limit: "
+                             f"[{prom_duration_str(log_range.range_ns)}] > "
+                             f"[{prom_duration_str(limit)}]")
+
+
+class Querier:
+    def __init__(self, db: Database, limits: Limits, *, max_concurrent: int = 0,
+                 max_outstanding: int = 0,
+                 cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None,
+                 retention_active: Callable[[], bool] = lambda: False,
+                 deletes_of: Callable[[str, dict[str, str]], list] | None = None,
+                 deletes_pending: Callable[[], bool] = lambda: False):
+        self.db = db
+        self.limits = limits
+        self.gate = QueryGate(max_concurrent, max_outstanding,
+                              lambda tenant: limits.of(tenant).max_query_parallelism)
+        self.reads_running = 0      # on reader threads right now (what /metrics shows)
+        self.reads_cancelled = 0    # stopped because whoever asked went away
+        self._count_lock = threading.Lock()
+        # retention (services/upkeep/compactor.py): the oldest visible timestamp of a stream, by
+        # tenant and labels
+        self.cutoff_of = cutoff_of
+        self.retention_active = retention_active
+        # log deletion (services/upkeep/deletes.py): what pending delete requests hide, per stream
+        self.deletes_of = deletes_of
+        self.deletes_pending = deletes_pending
+
+    # -- the checks a read request meets before it runs -------------------------------------
+    def check_entries_limit(self, tenant: Scope, limit: int) -> None:
+        maximum = self.limits.of(tenant).max_entries_limit_per_query
+        if maximum > 0 and limit > maximum:
+            raise PlainError(400, "max entries limit per query exceeded, limit > "
+                                  f"max_entries_limit_per_query ({limit} > {maximum})")
+
+    def lookback_start(self, tenant: Scope, start: int) -> int:
+        """`max_query_lookback`: data older than now minus it is not read; as Loki does, the
+        start moves up (a range entirely before it answers an empty result)."""
+        lookback = self.limits.of(tenant).max_query_lookback
+        return max(start, time.time_ns() - lookback) if lookback > 0 else start
+
+    def check_length(self, tenant: Scope, start: int, end: int) -> None:
+        maximum = self.limits.of(tenant).max_query_length
+        if maximum > 0 and end - start > maximum:
+            raise PlainError(400, "the query time range exceeds the limit (query length: "
+                                  f"{go_duration_str(end - start)}, limit: "
+                                  f"{prom_duration_str(maximum)})")
+
+    # -- reads -------------------------------------------------------------------------------
+    def _reader_at(self, conn: Any, tenant: Scope, began: float) -> Reading:
+        limits = self.limits.of(tenant)
+        deadline = began + limits.query_timeout / 1e9 if limits.query_timeout > 0 else None
+        cutoff_of = self.cutoff_of
+        if limits.max_query_lookback > 0:
+            # nothing older than the lookback is read, whatever the range asks (Loki's
+            # querier clamps every selection the same way); retention may cut later still
+            floor = time.time_ns() - limits.max_query_lookback
+            retention = self.cutoff_of
+
+            def cutoff_of(own: str, labels: dict[str, str]) -> int:
+                cut = retention(own, labels) if retention is not None else None
+                return floor if cut is None else max(cut, floor)
+        return VisibleReader(LogReader(conn, deadline), cutoff_of, self.deletes_of)
+
+    async def _read(self, tenant: Scope, fn: Callable[[Reading], T]) -> T:
+        """fn(reader) on a reader thread, once the tenant's turn comes (services/read/query_gate.py).
+        When the caller goes away (the client disconnected, the server stops) the read is
+        stopped at its next statement or deadline check, not left to run to the end."""
+        readers: list[Reading] = []
+
+        def run(conn: Any) -> T:
+            reader = self._reader_at(conn, tenant, time.monotonic())
+            readers.append(reader)
+            with self._count_lock:
+                self.reads_running += 1
+            try:
+                return fn(reader)
+            finally:
+                with self._count_lock:
+                    self.reads_running -= 1
+
+        key = tenant if isinstance(tenant, str) else str(tenant)
+        async with self.gate.slot(key):
+            began = time.monotonic()
+            try:
+                return await self.db.read(run)
+            except asyncio.CancelledError:
+                for reader in readers:
+                    reader.inner.cancelled = True
+                self.reads_cancelled += 1
+                raise
+            finally:
+                if time.monotonic() - began > LONG_READ_SECONDS:
+                    memory.trim_soon()  # a long read usually held large batches and results
+
+    async def query(self, tenant: Scope, expr: Any, *, start: int, end: int, limit: int,
+                    backward: bool, interval: int = 0, step: int = 0, instant: bool = False,
+                    categorize: bool = False, queue_time: float = 0.0) -> QueryResult:
+        """A parsed log or metric query over [start, end] (a metric instant query at `end`)."""
+        limits = self.limits.of(tenant)
+        check_interval_limit(expr, limits.max_query_range)
+        stats = QueryStats(queue_time=queue_time)
+        submitted = time.monotonic()
+
+        def run(reader: Reading) -> QueryResult:
+            stats.queue_time += time.monotonic() - submitted
+            if isinstance(expr, A.LogQuery):
+                result = evaluate_log_query(reader, tenant, expr, start, end, limit=limit,
+                                            backward=backward, interval_ns=interval,
+                                            categorize=categorize, stats=stats)
+                return QueryResult("streams", result, stats)
+            out = evaluate_metric(reader, tenant, expr, start_ns=start, end_ns=end,
+                                  step_ns=step, instant=instant, limits=limits, stats=stats)
+            return QueryResult(out.result_type, out.result, stats)
+
+        return await self._read(tenant, run)
+
+    async def history(self, tenant: str, query: A.LogQuery, start: int, end: int, limit: int,
+                      categorize: bool) -> list[dict]:
+        """The newest `limit` entries a tail sends first."""
+        if start >= end:
+            return []
+        return await self._read(tenant, lambda reader: evaluate_log_query(
+            reader, tenant, query, start, end, limit=limit, backward=True,
+            categorize=categorize))
+
+    def _check_series(self, tenant: Scope, n: int) -> None:
+        """`max_query_series` holds for /series as for metric results (a log result is
+        bounded by its line limit; `| json` may give each line its own label set, which Loki
+        answers)."""
+        limit = self.limits.of(tenant).max_query_series
+        if limit > 0 and n > limit:
+            raise series_limit_error(limit)
+
+    def _hiding(self) -> bool:
+        """Whether retention or a delete request may hide whole streams from labels and
+        series; if not, those come straight from the stream index."""
+        return self.retention_active() or self.deletes_pending()
+
+    async def label_sets(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
+                       end: int) -> list[dict[str, str]]:
+        def run(reader: Reading) -> list[dict[str, str]]:
+            with reader.snapshot():
+                return list(reader.visible_streams(tenant, groups, start, end).values())
+        return await self._read(tenant, run)
+
+    async def label_names(self, tenant: Scope, start: int, end: int,
+                          matchers: Sequence[Matcher] | None) -> list[str]:
+        if self._hiding():
+            sets = await self.label_sets(tenant, [matchers or ()], start, end)
+            return sorted({name for labels in sets for name in labels})
+        return await self._read(tenant, lambda reader: streams.label_names(
+            reader.inner.conn, tenant, start, end, matchers))
+
+    async def label_values(self, tenant: Scope, name: str, start: int, end: int,
+                           matchers: Sequence[Matcher] | None) -> list[str]:
+        if self._hiding():
+            sets = await self.label_sets(tenant, [matchers or ()], start, end)
+            return sorted({labels[name] for labels in sets if name in labels})
+        return await self._read(tenant, lambda reader: streams.label_values(
+            reader.inner.conn, tenant, name, start, end, matchers))
+
+    async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
+                     end: int) -> list[dict[str, str]]:
+        if self._hiding():
+            found = sorted(await self.label_sets(tenant, groups, start, end),
+                           key=streams.canonical_labels)
+        else:
+            found = await self._read(tenant, lambda reader: streams.series(
+                reader.inner.conn, tenant, groups, start, end))
+        self._check_series(tenant, len(found))
+        return found
+
+    async def index_stats(self, tenant: Scope, matchers: Sequence[Matcher], start: int,
+                          end: int) -> dict[str, int]:
+        return await self._read(tenant, lambda reader: volume_service.index_stats(
+            reader, tenant, matchers, start, end))
+
+    def check_volume_enabled(self, tenant: Scope) -> None:
+        if not self.limits.of(tenant).volume_enabled:
+            raise PlainError(404, "not found")
+
+    async def volume(self, tenant: Scope, req: "volume_service.VolumeRequest"
+                     ) -> tuple[str, list[dict[str, Any]]]:
+        max_series = self.limits.of(tenant).volume_max_series
+        return await self._read(tenant, lambda reader: volume_service.volume(
+            reader, tenant, req, max_series))
+
+    async def stream_ids(self, tenant: Scope, matchers: Sequence[Matcher], start: int,
+                         end: int) -> tuple[list[int], list[tuple[int, int, str]]]:
+        """The matching streams, and (stream, ts, line) of their lines in range that pending
+        delete requests hide."""
+        def run(reader: Reading) -> tuple[list[int], list[tuple[int, int, str]]]:
+            with reader.snapshot():
+                ids = list(reader.select_streams(tenant, matchers, start, end))
+                return ids, list(reader.hidden_lines(ids, start, end))
+        return await self._read(tenant, run)

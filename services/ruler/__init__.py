@@ -1,0 +1,1 @@
+"""Ruler: rule groups, their evaluation, alerts and remote write."""

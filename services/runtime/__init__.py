@@ -1,0 +1,1 @@
+"""Runtime: the app context, service states, tenant limits, metrics, memory."""

@@ -1,0 +1,110 @@
+"""`build_services`: every service of the app, built once, in dependency order.
+
+Each service is given what it needs when it is constructed (the tenants' limits, the
+retention cutoff, the delete filters, the sealer's gate, the listeners told of a push or of
+removed lines), so the order below is the dependency graph read top to bottom, and nothing
+is patched in afterwards. app.py calls this once and runs `Services.lifecycle`.
+"""
+
+from __future__ import annotations
+
+from config import Config, LimitsConfig
+from services.upkeep import compactor as compactor_module
+from services.ingest import inflight as inflight_module
+from services.ingest import ingest_limits as ingest_limits_module
+from services.runtime import overrides as overrides_module
+from services.patterns import patterns as patterns_module
+from services.ruler import ruler as ruler_module
+from services.upkeep import sealer as sealer_module
+from services.runtime.base import Lifecycle, ServiceRegistry
+from services.upkeep.compactor import Compactor, RetentionPolicy
+from services.runtime.context import Services
+from services.upkeep.deletes import Deletions
+from services.grafana.service import GrafanaService
+from services.ingest.inflight import InflightBytes
+from services.ingest.ingest_limits import IngestLimits
+from services.ingest.ingester import Ingester
+from services.runtime.metrics import Metrics
+from services.ingest.otlp import TenantMappers
+from services.runtime.overrides import Overrides
+from services.patterns.patterns import Patterns
+from services.read.querier import Querier
+from services.read.query_gate import gate_collector
+from services.ruler.ruler import Ruler
+from services.upkeep.sealer import Sealer
+from services.upkeep.shutdown import ShutdownControl
+from services.read.tail import TailHub
+from storage.db import Database
+
+# the modules whose states /services and /ready report, as Loki names them
+MODULE_NAMES = ["server", "store", "ingester", "sealer"]
+
+
+def build_services(cfg: Config, limits_config: LimitsConfig,
+                   build_labels: dict[str, str]) -> Services:
+    """`limits_config` is handed over by app.py, the one reader of the global limits; every
+    service asks the Overrides built from it for a tenant's values."""
+    st = cfg.storage
+    db = Database(cfg.data_dir, synchronous=st.synchronous,
+                  read_connections=st.read_connections)
+    metrics = Metrics(db.size_bytes, lambda: db.commits, build=build_labels)
+    limits = Overrides(limits_config, cfg.runtime_config.file, cfg.runtime_config.period)
+    ingest_limits = IngestLimits(limits.of)
+    inflight_bytes = InflightBytes(cfg.distributor.max_inflight_bytes)
+
+    pattern_cfg = cfg.pattern_ingester
+    patterns = Patterns(db, pattern_cfg.enabled, pattern_cfg.retain_for)
+    mining = patterns.enabled
+    retention = RetentionPolicy(cfg, limits)
+    # the miner's counts follow lines a delete request removed from disk
+    deletions = Deletions(db, cfg, limits,
+                          removed_listeners=[patterns.forget_lines] if mining else [])
+    querier = Querier(
+        db, limits, max_concurrent=cfg.querier.max_concurrent,
+        max_outstanding=cfg.query_scheduler.max_outstanding_requests_per_tenant,
+        cutoff_of=retention.cutoff_of if retention.enabled else None,
+        retention_active=(lambda: retention.active) if retention.enabled else lambda: False,
+        deletes_of=deletions.filters_of, deletes_pending=lambda: deletions.active)
+    # head rows are mined before the sealer moves them into blocks
+    sealer = Sealer(db, window_ns=st.block_window, grace_ns=st.seal_grace_period,
+                    max_rows=st.block_max_rows, enabled=st.sealing_enabled,
+                    gate=patterns.catch_up if mining else None)
+    tail_hub = TailHub(lambda tenant: limits.of(tenant).max_concurrent_tail_requests)
+    ingester = Ingester(db, limits, ingest_limits=ingest_limits, written_listeners=[
+        sealer.notify, *([patterns.notify] if mining else []), tail_hub.on_written])
+    compactor = Compactor(db, retention, interval_ns=cfg.compactor.compaction_interval,
+                          delay_ns=cfg.compactor.retention_delete_delay, deletions=deletions)
+    ruler = Ruler(db, querier, cfg)
+    states = ServiceRegistry(list(MODULE_NAMES))
+    shutdown = ShutdownControl(cfg.data_dir, states, sealer, ingester)
+    grafana = GrafanaService(db, cfg.grafana)
+
+    for collector in (gate_collector(querier.gate, querier),
+                      inflight_module.collector(inflight_bytes),
+                      sealer_module.collector(sealer),
+                      overrides_module.collector(limits),
+                      ingest_limits_module.collector(ingest_limits),
+                      compactor_module.collector(compactor),
+                      ruler_module.collector(ruler),
+                      patterns_module.collector(patterns)):
+        metrics.registry.register(collector)
+
+    lifecycle = [
+        # first to stop: a prepared shutdown seals the head while the sealer still runs
+        Lifecycle(stop=shutdown.on_stop),
+        Lifecycle(start=grafana.start),
+        Lifecycle(sealer.start, sealer.stop),
+        Lifecycle(limits.start, limits.stop),
+        Lifecycle(start=deletions.reload),
+        Lifecycle(compactor.start, compactor.stop),
+        Lifecycle(ruler.start, ruler.stop),
+        Lifecycle(patterns.start, patterns.stop),
+        Lifecycle(stop=tail_hub.stop),
+    ]
+    return Services(
+        config=cfg, db=db, states=states, metrics=metrics, limits=limits,
+        ingest_limits=ingest_limits, inflight_bytes=inflight_bytes, ingester=ingester,
+        querier=querier, sealer=sealer, tail_hub=tail_hub, retention=retention,
+        deletions=deletions, compactor=compactor, ruler=ruler, patterns=patterns,
+        shutdown=shutdown, otlp_mappers=TenantMappers(limits), grafana=grafana,
+        lifecycle=lifecycle)

@@ -1,0 +1,1 @@
+"""Upkeep: sealing, retention, deletes, flush and shutdown."""

@@ -1,0 +1,181 @@
+"""Retention: which lines have expired, hidden from reads at once and removed by the compactor.
+
+With `compactor.retention_enabled`, a stream keeps `limits_config.retention_period` (0:
+forever) unless a `limits_config.retention_stream` rule matches its labels: then the rule
+with the highest priority decides, among equals the one with the longest selector, then the
+shorter period. `RetentionPolicy.cutoff_of(labels)` is the oldest timestamp still visible;
+the query service hands it to services.read.visibility.VisibleReader, which drops older lines
+from every read, log and metric (rollup counts included), whatever the storage behind it.
+
+The compactor wakes every `compactor.compaction_interval` and removes from disk what expired
+more than `compactor.retention_delete_delay` ago (storage/retention.py), in writer jobs of
+a few thousand rows so pushes keep flowing, then gives the space back. Each job is one
+transaction, and the sweep is idempotent: a kill in the middle leaves a consistent database
+and the next sweep finishes the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from logql import parse_selector
+from services.runtime.base import cancel_task
+from services.runtime.limits import Limits
+from services.runtime.metrics import ScrapeCollector, counter, gauge
+from storage import retention
+from storage.blocks import sealing
+
+log = logging.getLogger("logstore.compactor")
+
+
+class RetentionPolicy:
+    def __init__(self, cfg: Any, limits: Limits, clock: Callable[[], int] = time.time_ns):
+        self.enabled = cfg.compactor.retention_enabled
+        self.clock = clock
+        self.limits = limits
+        self._compiled: dict[int, tuple[Any, int, list]] = {}
+
+    def _rules_of(self, tenant: str) -> tuple[int, list]:
+        limits = self.limits.of(tenant)
+        hit = self._compiled.get(id(limits))
+        if hit is None or hit[0] is not limits:
+            rules = []
+            for r in limits.retention_stream:
+                rules.append((r.priority, len(r.selector), -r.period, r.period,
+                              parse_selector(r.selector).matchers))
+            # best first: highest priority, then longest selector, then the shorter period
+            rules.sort(key=lambda x: (x[0], x[1], x[2]), reverse=True)
+            hit = (limits, limits.retention_period,
+                   [(period, matchers) for _, _, _, period, matchers in rules])
+            self._compiled[id(limits)] = hit
+        return hit[1], hit[2]
+
+    def period_of(self, tenant: str, labels: dict[str, str]) -> int:
+        default, rules = self._rules_of(tenant)
+        for period, matchers in rules:
+            if all(m.matches(labels.get(m.name, "")) for m in matchers):
+                return period
+        return default
+
+    def cutoff_of(self, tenant: str, labels: dict[str, str]) -> int | None:
+        """The oldest visible timestamp of a tenant's stream with these labels (None: all)."""
+        if not self.enabled:
+            return None
+        period = self.period_of(tenant, labels)
+        return self.clock() - period if period > 0 else None
+
+    @property
+    def active(self) -> bool:
+        """Whether any tenant's lines expire (the overrides may change it while running)."""
+        if not self.enabled:
+            return False
+        return any(lc.retention_period > 0 or any(r.period > 0 for r in lc.retention_stream)
+                   for lc in self.limits.in_force())
+
+
+class Compactor:
+    def __init__(self, db: Any, policy: RetentionPolicy, *, interval_ns: int, delay_ns: int,
+                 deletions: Any = None):
+        self.db = db
+        self.policy = policy
+        self.deletions = deletions
+        self.interval = interval_ns / 1e9
+        self.delay = delay_ns
+        self._task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+        self.sweeps = 0
+        self.lines_removed = 0
+        self.blocks_removed = 0
+        self.streams_removed = 0
+        self.last_duration = 0.0
+
+    async def start(self) -> None:
+        if self.policy.enabled:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="compactor")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await cancel_task(task)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep the service; try next interval
+                log.warning("retention sweep failed: %s: %s", type(exc).__name__, exc)
+            await asyncio.sleep(self.interval)
+
+    async def run_once(self) -> int:
+        """One retention sweep; returns the lines removed."""
+        async with self._lock:
+            started = time.perf_counter()
+            removed = 0
+            streams = await self.db.read(retention.stream_labels)
+            cache = self.db.writer_cache.setdefault("streams", {})
+            emptied: set[int] = set()
+            if self.deletions is not None:
+                removed += await self.deletions.process_due(streams)
+                emptied, self.deletions.touched = self.deletions.touched, set()
+            for sid in emptied:
+                if await self.db.write(
+                        lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
+                    self.streams_removed += 1
+            for sid, info in streams.items():
+                visible = self.policy.cutoff_of(info.tenant, info.labels)
+                if visible is None or info.first_ts >= visible - self.delay:
+                    continue  # nothing old enough on disk: no statement for this stream
+                cut = await self.db.read(retention.disk_cutoff, sid, visible - self.delay)
+                more = True
+                while more:
+                    lines, blocks, more = await self.db.write(
+                        lambda conn, s=sid, c=cut: retention.expire(conn, s, c))
+                    removed += lines
+                    self.blocks_removed += blocks
+                if await self.db.write(
+                        lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
+                    self.streams_removed += 1
+            before = None
+            while True:  # hand every freed page back, a few thousand per writer job
+                left = await self.db.write(
+                    lambda conn: sealing.reclaim_space(conn, min_free_pages=1))
+                if left == 0 or left == before:
+                    break
+                before = left
+            self.sweeps += 1
+            self.lines_removed += removed
+            self.last_duration = time.perf_counter() - started
+            if removed:
+                log.info("retention sweep removed %d lines in %.1f s", removed,
+                         self.last_duration)
+            return removed
+
+
+def collector(c: Compactor) -> ScrapeCollector:
+    def of_deletions(read: Callable[[Any], Any]) -> Callable[[], Any]:
+        return lambda: None if c.deletions is None else read(c.deletions)  # no deletion API
+
+    return ScrapeCollector(
+        counter("logstore_compactor_retention_sweeps", "Retention sweeps the compactor ran.",
+                lambda: c.sweeps),
+        counter("logstore_compactor_retention_lines_removed",
+                "Lines the retention sweeps removed from disk.", lambda: c.lines_removed),
+        counter("logstore_compactor_streams_removed",
+                "Streams removed because no line was left.", lambda: c.streams_removed),
+        counter("logstore_compactor_delete_pieces_processed",
+                "Delete request pieces removed from disk.",
+                of_deletions(lambda d: d.pieces_processed)),
+        counter("logstore_compactor_deleted_lines", "Lines delete requests removed from disk.",
+                of_deletions(lambda d: d.lines_deleted)),
+        counter("logstore_compactor_deleted_bytes",
+                "Bytes of log lines delete requests removed from disk.",
+                of_deletions(lambda d: d.bytes_deleted)),
+        gauge("logstore_compactor_delete_requests", "Delete requests by status.",
+              of_deletions(lambda d: [([s], n) for s, n in sorted(d.status_counts.items())]),
+              labels=["status"]),
+        gauge("logstore_compactor_last_sweep_seconds", "How long the last compactor sweep took.",
+              lambda: c.last_duration))

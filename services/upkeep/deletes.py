@@ -1,0 +1,345 @@
+"""Log deletion (spec/http-api.md section 14): requests, query-time filtering, physical removal.
+
+A request (`{app="a"} |= "token"`, start, end) is stored per tenant and, from the moment it
+is accepted, hides the lines it names from every read: `filters_of(tenant, labels)` gives
+every read (services/read/visibility.py) the (start, end, line predicate) of each active piece
+whose selector matches a stream. After `compactor.delete_request_cancel_period` the
+compactor (services/upkeep/compactor.py) removes the lines from disk, piece by piece
+(storage/deletes.py), marks the piece processed and stops filtering it. With
+`limits_config.deletion_mode: filter-only` nothing is removed and the filter stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+from logql import ParseError, parse_expr
+from logql.gocompat.format import go_duration_str
+from logql.gocompat.values import parse_go_duration
+from logql.plan import compile_log_query
+from logql.syntax import ast as A
+from services.runtime.errors import PlainError
+from services.runtime.limits import Limits
+from storage import deletes
+from storage.blocks import codec as blocks
+
+MODES = ("disabled", "filter-only", "filter-and-delete")
+MAX_INTERVAL_CAP = 24 * 3600 * 10**9
+# sealed blocks rewritten per writer job, and the pause after each batch (x its duration)
+REWRITE_BATCH = 16
+PAUSE_FACTOR = 1.0
+_UNIX_SECONDS = re.compile(r"[0-9]{10}\Z")  # ASCII only, no trailing newline: Go's reading
+
+
+def _bad(message: str) -> PlainError:
+    return PlainError(400, message, newline=True)
+
+
+@dataclass(frozen=True)
+class Piece:
+    tenant: str
+    request_id: str
+    seq: int
+    query: str
+    start: int
+    end: int
+    created_at: float
+    processed: bool
+
+
+@dataclass(frozen=True)
+class ActiveFilter:
+    matchers: tuple
+    start: int
+    end: int
+    pick: Callable[[str], bool]
+
+
+def parse_time(text: str, what: str) -> int:
+    """RFC 3339 or exactly ten digits of Unix seconds -> ns."""
+    err = _bad(f"invalid {what} time: require unix seconds or RFC3339 format")
+    if _UNIX_SECONDS.match(text):
+        return int(text) * 10**9
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise err from None
+    if dt.tzinfo is None:
+        raise err
+    return int(dt.timestamp()) * 10**9 + dt.microsecond * 1000
+
+
+def parse_delete_query(text: str) -> A.LogQuery:
+    try:
+        expr = parse_expr(text)
+    except ParseError:
+        raise _bad("invalid query expression") from None
+    if not isinstance(expr, A.LogQuery) or \
+            not all(isinstance(s, A.LineFilter) for s in expr.stages):
+        raise _bad("invalid query expression")
+    return expr
+
+
+class Deletions:
+    def __init__(self, db: Any, cfg: Any, limits: Limits,
+                 clock: Callable[[], int] = time.time_ns,
+                 removed_listeners: Sequence[Callable[[int, list[tuple[int, str]]], Any]] = ()):
+        self.db = db
+        self.limits = limits
+        self.enabled = cfg.compactor.retention_enabled
+        self.cancel_period = cfg.compactor.delete_request_cancel_period
+        self.max_interval = cfg.compactor.delete_max_interval
+        self.clock = clock
+        # tenant -> filters of the pieces still hiding lines; replaced whole, never mutated,
+        # so reader threads always see one consistent set
+        self._filters: dict[str, list[ActiveFilter]] = {}
+        self.pieces_processed = 0
+        self.lines_deleted = 0
+        self.bytes_deleted = 0
+        self.touched: set[int] = set()  # streams lines were removed from, for the compactor
+        # told (stream, [(ts, line)]) of every batch removed from disk: counts kept
+        # elsewhere (the patterns') follow
+        self.removed_listeners = list(removed_listeners)
+        self.status_counts: dict[str, int] = {}  # requests per status, for /metrics
+
+    def mode_of(self, tenant: str) -> str:
+        return self.limits.of(tenant).deletion_mode
+
+    def check_enabled(self, tenant: str) -> None:
+        if not self.enabled or self.mode_of(tenant) == "disabled":
+            raise _bad("Retention is not enabled")
+
+    # -- the filter the reads apply ---------------------------------------------------------------
+    def filters_of(self, tenant: str, labels: dict[str, str]) -> list[tuple[int, int, Any]]:
+        out = []
+        for f in self._filters.get(tenant, ()):
+            if all(m.matches(labels.get(m.name, "")) for m in f.matchers):
+                out.append((f.start, f.end, f.pick))
+        return out
+
+    @property
+    def active(self) -> bool:
+        return bool(self._filters)
+
+    async def reload(self) -> None:
+        rows = await self.db.read(deletes.pieces)
+        grouped: dict[tuple[str, str], list[Piece]] = {}
+        for r in rows:
+            grouped.setdefault((r[0], r[1]), []).append(Piece(*r[:7], bool(r[7])))
+        counts = {"received": 0, "processing": 0, "processed": 0}
+        for ps in grouped.values():
+            status = _status(ps)
+            counts["processing" if status.endswith("Complete") else status] += 1
+        self.status_counts = counts
+        filters: dict[str, list[ActiveFilter]] = {}
+        for p in (Piece(*r[:7], bool(r[7])) for r in rows):
+            if p.processed and self.mode_of(p.tenant) == "filter-and-delete":
+                continue
+            query = parse_delete_query(p.query)
+            match = compile_log_query(query).pipeline.match_line
+            filters.setdefault(p.tenant, []).append(
+                ActiveFilter(query.selector.matchers, p.start, p.end, match))
+        self._filters = filters
+
+    # -- the API --------------------------------------------------------------------------------
+    async def add(self, tenant: str, params: dict[str, str]) -> str:
+        self.check_enabled(tenant)
+        text = params.get("query") or ""
+        if not text:
+            raise _bad("query not set")
+        query = parse_delete_query(text)
+        if not params.get("start"):
+            raise _bad("start time not set")
+        start = parse_time(params["start"], "start")
+        now = self.clock()
+        end = parse_time(params["end"], "end") if params.get("end") else now
+        if end > now:
+            raise _bad("deletes in the future are not allowed")
+        if start >= end:
+            raise _bad("start time can't be greater than or equal to end time")
+        interval = self._max_interval(params.get("max_interval") or "", start, end)
+        pieces = [(start, end)]
+        if query.stages and interval:
+            pieces, t = [], start
+            while t < end:
+                pieces.append((t, min(t + interval, end)))
+                t += interval
+        request_id = secrets.token_hex(4)
+        await self.db.write(lambda conn: deletes.add(conn, tenant, request_id, text, pieces,
+                                                     round(now / 1e9, 3)))
+        await self.reload()
+        return request_id
+
+    def _max_interval(self, text: str, start: int, end: int) -> int:
+        if not text:
+            return self.max_interval
+        if not re.fullmatch(r"(\d+(\.\d+)?[smh])+", text):
+            raise _bad("invalid max_interval: valid time units are 's', 'm', 'h'")
+        value = parse_go_duration(text)
+        if value > MAX_INTERVAL_CAP:
+            raise _bad(f"max_interval can't be greater than {go_duration_str(MAX_INTERVAL_CAP)}")
+        if value > end - start:
+            raise _bad("max_interval can't be greater than the interval to be deleted "
+                       f"({go_duration_str(end - start)})")
+        if value < 10**9:
+            raise _bad("invalid max_interval: valid time units are 's', 'm', 'h'")
+        return value
+
+    async def list(self, tenant: str, params: dict[str, str]) -> list[dict]:
+        self.check_enabled(tenant)
+        lo = hi = None
+        if params.get("start") or params.get("end"):
+            if not (params.get("start") and params.get("end")):
+                raise _bad("both start and end must be set or unset")
+            lo = parse_time(params["start"], "start")
+            hi = parse_time(params["end"], "end")
+        rows = await self.db.read(deletes.pieces, tenant)
+        grouped: dict[str, list[Piece]] = {}
+        for r in rows:
+            grouped.setdefault(r[1], []).append(Piece(*r[:7], bool(r[7])))
+        out = []
+        for request_id, ps in grouped.items():
+            start, end = min(p.start for p in ps), max(p.end for p in ps)
+            if lo is not None and (end < lo or start > hi):
+                continue
+            out.append({"request_id": request_id, "start_time": _seconds(start),
+                        "end_time": _seconds(end), "query": ps[0].query,
+                        "status": _status(ps), "created_at": ps[0].created_at,
+                        "user_id": ""})
+        out.sort(key=lambda d: (d["created_at"], d["request_id"]))
+        return out
+
+    async def cancel(self, tenant: str, params: dict[str, str]) -> None:
+        self.check_enabled(tenant)
+        request_id = params.get("request_id") or ""
+        if not request_id:
+            raise _bad("request_id not set")
+        force = (params.get("force") or "").lower() == "true"
+        rows = [r for r in await self.db.read(deletes.pieces, tenant) if r[1] == request_id]
+        if not rows:
+            raise PlainError(404, "could not find delete request with given id", newline=True)
+        done = sum(1 for r in rows if r[7])
+        if done == len(rows):
+            raise _bad("deletion of request which is in process or already processed is not "
+                       "allowed")
+        too_late = self.clock() / 1e9 - rows[0][6] > self.cancel_period / 1e9
+        if (done or too_late) and not force:
+            raise _bad("Cancellation of partially completed delete request or delete request "
+                       f"past the deadline of {go_duration_str(self.cancel_period)} since its "
+                       "creation is not allowed. To force, use the ?force query parameter")
+        await self.db.write(lambda conn: deletes.cancel(conn, tenant, request_id))
+        await self.reload()
+
+    async def generation(self, tenant: str) -> int:
+        return await self.db.read(deletes.generation, tenant)
+
+    async def increase_generation(self, tenant: str) -> None:
+        await self.db.write(lambda conn: deletes.bump_generation(conn, tenant))
+
+    # -- physical removal (the compactor) -------------------------------------------------------
+    async def process_due(self, streams: dict[int, tuple[str, dict[str, str], int, int]]) -> int:
+        """Remove from disk the lines of every piece past the cancel period; returns the
+        lines removed. `streams`: stream id -> (tenant, labels, first ts, last ts)."""
+        if not self.enabled:
+            return 0
+        now_s = self.clock() / 1e9
+        removed = 0
+        for r in await self.db.read(deletes.pieces):
+            p = Piece(*r[:7], bool(r[7]))
+            if p.processed or now_s - p.created_at < self.cancel_period / 1e9 \
+                    or self.mode_of(p.tenant) != "filter-and-delete":
+                continue
+            query = parse_delete_query(p.query)
+            pick = compile_log_query(query).pipeline.match_line
+            for sid, (tenant, labels, first_ts, last_ts) in streams.items():
+                # a stream without data in the piece's range needs no statement at all
+                if tenant == p.tenant and first_ts <= p.end and last_ts >= p.start \
+                        and all(m.matches(labels.get(m.name, ""))
+                                for m in query.selector.matchers):
+                    n = await self._remove(sid, p.start, p.end, pick)
+                    if n:
+                        self.touched.add(sid)
+                    removed += n
+            await self.db.write(lambda conn, p=p: deletes.mark_processed(
+                conn, p.tenant, p.request_id, p.seq))
+            self.pieces_processed += 1
+        if removed or self.pieces_processed:
+            await self.reload()
+        return removed
+
+    async def _remove(self, sid: int, start: int, end: int, pick) -> int:
+        removed = 0
+        rows = await self.db.read(deletes.head_matches, sid, start, end, pick)
+        for i in range(0, len(rows), 2000):
+            chunk = rows[i:i + 2000]
+            gone, size = await self.db.write(
+                lambda conn, c=chunk: deletes.delete_head_rows(conn, sid, c))
+            removed += len(gone)
+            self.lines_deleted += len(gone)
+            self.bytes_deleted += size
+            await self._removed(sid, [(r[1], r[2]) for r in gone])
+        ids = await self.db.read(deletes.blocks_overlapping, sid, start, end)
+        for i in range(0, len(ids), REWRITE_BATCH):
+            began = time.perf_counter()
+            gone, size = await self._rewrite(sid, ids[i:i + REWRITE_BATCH], start, end, pick)
+            removed += len(gone)
+            self.lines_deleted += len(gone)
+            self.bytes_deleted += size
+            await self._removed(sid, gone)
+            # rewriting is CPU work under the GIL: leave as much time to pushes and queries
+            await asyncio.sleep((time.perf_counter() - began) * PAUSE_FACTOR)
+        return removed
+
+    async def _removed(self, sid: int, rows: list[tuple[int, str]]) -> None:
+        for listener in self.removed_listeners:
+            if rows:
+                await listener(sid, rows)
+
+    async def _rewrite(self, sid: int, block_ids: list[int], start: int, end: int,
+                       pick) -> tuple[list[tuple[int, str]], int]:
+        """Rewrite a few blocks: decoded, filtered and encoded on a reader thread, then
+        replaced in one writer job (a few tens of milliseconds)."""
+        def prepare(conn):
+            out = []
+            for block_id in block_ids:
+                rows = deletes.block_rows(conn, block_id)
+                gone = [r for r in rows if start <= r[1] <= end and pick(r[2])]
+                if gone:
+                    keep = [r for r in rows if not (start <= r[1] <= end and pick(r[2]))]
+                    out.append((block_id, keep, gone, blocks.encode(keep) if keep else None))
+            return out
+
+        def apply(conn, prepared):
+            lines: list[tuple[int, str]] = []
+            size = 0
+            for block_id, keep, gone, encoded in prepared:
+                removed = deletes.rewrite_block(conn, sid, block_id, keep, gone, encoded)
+                if removed is not None:
+                    lines += [(r[1], r[2]) for r in gone]
+                    size += removed
+            return lines, size
+
+        prepared = await self.db.read(prepare)
+        if not prepared:
+            return [], 0
+        return await self.db.write(lambda conn: apply(conn, prepared))
+
+
+def _seconds(ns: int) -> int | float:
+    ms = ns // 10**6
+    return ms // 1000 if ms % 1000 == 0 else ms / 1000
+
+
+def _status(pieces: list[Piece]) -> str:
+    done = sum(1 for p in pieces if p.processed)
+    if done == 0:
+        return "received"
+    if done == len(pieces):
+        return "processed"
+    return f"{done * 100 // len(pieces)}% Complete"

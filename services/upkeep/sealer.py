@@ -1,0 +1,292 @@
+"""The sealer service: moves head rows into compressed, summarised blocks in the background.
+
+A push stays one plain insert into the head. This loop wakes when pushes commit (and every
+`interval` seconds in any case), asks the head which (stream, window) groups are due (see
+storage.blocks.sealing.sealable_groups) and seals each: it reads and encodes the rows on a reader
+thread, outside any transaction, then hands the writer one short job that inserts the block
+and deletes those rows. That job is the only thing sealing puts on the writer, so pushes
+never wait behind a compression; while pushes keep arriving the loop pauses between blocks
+for as long as the block took, so sealing takes at most about half of a busy machine.
+
+Crash safety comes from the writer job being atomic: at every commit each acknowledged line
+is in the head or in one block, never both. A restart simply finds the due groups again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from services.runtime import memory
+from services.runtime.base import cancel_task
+from services.runtime.metrics import ScrapeCollector, counter
+from storage.blocks import codec as blocks, sealing
+from storage.streams import select_stream_ids
+
+log = logging.getLogger("logstore.sealer")
+
+INTERVAL_SECONDS = 10.0
+# under push load: pause PAUSE_FACTOR x the block's duration after each block
+PAUSE_FACTOR = 1.0
+# while a backlog is sealed, hand freed pages back to the file system this often
+RECLAIM_EVERY_BLOCKS = 64
+# a progress line this often while a large backlog (a migration) is sealed
+PROGRESS_SECONDS = 10.0
+# how long a /flush waits for readers of older snapshots before leaving the WAL for later
+FLUSH_WAL_WAIT_MS = 5000
+
+
+def _read_and_encode(conn: Any, sid: int, lo: int, hi: int, limit: int,
+                     max_id: int | None = None):
+    rows = sealing.head_rows(conn, sid, lo, hi, limit, max_id)
+    if not rows:
+        return [], None
+    return [r[0] for r in rows], blocks.encode(rows)
+
+
+class Sealer:
+    def __init__(self, db: Any, *, window_ns: int, grace_ns: int,
+                 max_rows: int = sealing.DEFAULT_MAX_ROWS, enabled: bool = True,
+                 interval: float = INTERVAL_SECONDS,
+                 clock: Callable[[], int] = time.time_ns,
+                 gate: Callable[[], Awaitable[int | None]] | None = None):
+        self.db = db
+        self.window_ns, self.grace_ns, self.max_rows = window_ns, grace_ns, max_rows
+        self.enabled = enabled
+        self.interval = interval
+        self.clock = clock
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._lock: asyncio.Lock | None = None
+        self._writes_seen = 0
+        self.pending = PendingHead(window_ns, grace_ns, max_rows, clock)
+        # another service that must read head rows before they leave (the pattern miner):
+        # awaited before each round, it answers the highest entry id that may be sealed
+        self.gate = gate
+        self._stopping = False
+        self.blocks_written = 0
+        self.rows_sealed = 0
+        self.failure: str | None = None
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def notify(self, _tenant: str = "", result: Any = None) -> None:
+        """A push committed (called in the event loop)."""
+        self._writes_seen += 1
+        if self._wake is not None and self.pending.pushed(result):
+            self._wake.set()
+
+    async def start(self) -> None:
+        self._lock = asyncio.Lock()
+        if not self.enabled:
+            return
+        self._wake = asyncio.Event()
+        self._wake.set()  # whatever the last run (or an older release) left in the head
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sealer")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        task, self._task = self._task, None
+        await cancel_task(task)
+
+    # -- the loop --------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        assert self._wake is not None
+        backoff = 0.5
+        while not self._stopping:
+            try:
+                # not asyncio.wait_for: in Python 3.11 it can swallow a cancel that arrives
+                # as the event fires, and stop() would then wait forever
+                async with asyncio.timeout(self.pending.timeout(self.interval)):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass  # windows close as time passes, pushes or not
+            self._wake.clear()
+            try:
+                await self.seal_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep the service alive; retry later
+                self.failure = f"{type(exc).__name__}: {exc}"
+                log.warning("sealing failed, retrying in %.1fs: %s", backoff, self.failure)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 60.0)
+                self._wake.set()
+            else:
+                self.failure = None
+                backoff = 0.5
+
+    async def seal_due(self, everything: bool = False) -> int:
+        """Seal every group that is due (all of the head with `everything`, as /flush asks);
+        return the rows sealed."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._seal_due(everything)
+
+    async def seal_tenant(self, tenant: str, matchers) -> int:
+        """Seal the whole head of one tenant's streams (those matching, if matchers are
+        given): /flush/tenant."""
+        ids = set(await self.db.read(select_stream_ids, tenant, matchers))
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._seal_due(True, ids)
+
+    async def _seal_due(self, everything: bool, only: set[int] | None = None) -> int:
+        look = None if everything or only is not None else self.pending.look()
+        if look is False:
+            return 0
+        head = await self.db.read(sealing.scan_head, self.clock(), self.window_ns,
+                                  self.grace_ns, self.max_rows, everything, look)
+        groups = head.groups
+        if only is not None:
+            groups = [g for g in groups if g.stream_id in only]
+        pending = sum(g.rows for g in groups)
+        if not pending:
+            self.pending.looked(head, look, complete=only is None)
+            await self._reclaim()  # what a round cut short (a restart) left free
+            if everything:
+                await self.db.truncate_wal(FLUSH_WAL_WAIT_MS)
+            return 0
+        max_id = await self.gate() if self.gate is not None else None
+        started = last_note = time.monotonic()
+        sealed = 0
+        cutoff = self.clock() - self.grace_ns
+        for g in groups:
+            closed = everything or g.hi <= cutoff
+            while True:
+                seen = self._writes_seen
+                t0 = time.perf_counter()
+                ids, block = await self.db.read(_read_and_encode, g.stream_id, g.lo, g.hi,
+                                                self.max_rows, max_id)
+                if block is None:
+                    break
+                if not closed and len(ids) < self.max_rows:
+                    break  # an open window: wait until it is full or closes
+                try:
+                    await self.db.write(
+                        lambda conn, s=g.stream_id, b=block, i=ids:
+                        sealing.store_block(conn, s, b, i))
+                except sealing.HeadChanged:
+                    continue  # read the group again
+                self.blocks_written += 1
+                self.rows_sealed += len(ids)
+                sealed += len(ids)
+                if time.monotonic() - last_note > PROGRESS_SECONDS:
+                    last_note = time.monotonic()
+                    log.warning("sealing: %d of %d head rows sealed (%.0f%%)", sealed, pending,
+                                100.0 * sealed / pending)
+                if self.blocks_written % RECLAIM_EVERY_BLOCKS == 0:
+                    await self.db.write(sealing.reclaim_space)
+                if self._writes_seen != seen:
+                    await asyncio.sleep((time.perf_counter() - t0) * PAUSE_FACTOR)
+                if len(ids) < self.max_rows:
+                    break
+        # due rows left behind (an open window the miner holds back, a changed head) are
+        # looked for again at the next push
+        self.pending.looked(head, look, complete=only is None and sealed == pending)
+        await self._reclaim()
+        # the pages the round wrote twice (the WAL, then the database) are written once: a
+        # flush waits a moment for readers, a background round tries again next time
+        await self.db.truncate_wal(FLUSH_WAL_WAIT_MS if everything else 0)
+        await asyncio.to_thread(memory.trim)  # the rows and blocks of the round are gone
+        if time.monotonic() - started > PROGRESS_SECONDS:
+            log.warning("sealing: done, %d rows in %.0f s", sealed, time.monotonic() - started)
+        return sealed
+
+    async def _reclaim(self) -> None:
+        # a few thousand pages per writer job, so pushes get the writer in between
+        before = None
+        while True:
+            left = await self.db.write(sealing.reclaim_space)
+            if left < sealing.MIN_FREE_PAGES or left == before:
+                return
+            before = left
+
+    def status(self) -> dict[str, Any]:
+        return {"blocks_written": self.blocks_written, "rows_sealed": self.rows_sealed,
+                "running": self._task is not None and not self._task.done(),
+                "last_error": self.failure}
+
+
+class PendingHead:
+    """What the sealer knows of the head between two looks at it, so that a push wakes it
+    only when something may be due: a look reads every head row's key, and a look per push
+    made ingest with thousands of streams quadratic.
+
+    A group becomes due when its window closes (the earliest such moment is kept), when it
+    reaches `max_rows` (it can only once the rows pushed since the look could have filled
+    the largest open group), or at once when a push brings lines into a closed window (then
+    only those streams need a look)."""
+
+    def __init__(self, window_ns: int, grace_ns: int, max_rows: int,
+                 clock: Callable[[], int]):
+        self.window_ns, self.grace_ns, self.max_rows, self.clock = \
+            window_ns, grace_ns, max_rows, clock
+        self.known = False  # False until a look at the whole head left nothing due
+        self.next_due_ns: int | None = None
+        self.largest_open = 0
+        self.rows_since = 0
+        self.late: set[int] = set()  # streams with lines pushed into closed windows
+
+    def pushed(self, result: Any) -> bool:
+        """Count a committed push; whether the sealer should look now."""
+        if not self.known or result is None:
+            return True
+        self.rows_since += result.inserted
+        now = self.clock()
+        for sid, first in result.firsts:
+            due = first - first % self.window_ns + self.window_ns + self.grace_ns
+            if due <= now:
+                self.late.add(sid)
+            elif self.next_due_ns is None or due < self.next_due_ns:
+                self.next_due_ns = due
+        return bool(self.late) or self._whole_head_due(now)
+
+    def _whole_head_due(self, now: int) -> bool:
+        return (not self.known or self.largest_open + self.rows_since >= self.max_rows
+                or (self.next_due_ns is not None and self.next_due_ns <= now))
+
+    def timeout(self, interval: float) -> float:
+        """How long the sealer may sleep: the interval, or less when a window closes sooner."""
+        if not self.known or self.next_due_ns is None:
+            return interval
+        return max(0.0, min(interval, (self.next_due_ns - self.clock()) / 1e9))
+
+    def look(self) -> list[int] | None | bool:
+        """The streams the next look must cover (None: the whole head; False: nothing can be
+        due, no look at all); starts the look."""
+        if self._whole_head_due(self.clock()):
+            self.known, self.rows_since, self.next_due_ns = False, 0, None
+            self.late = set()
+            return None
+        if not self.late:
+            return False  # a timer wake before anything is due: a look would find nothing
+        streams, self.late = sorted(self.late), set()
+        return streams
+
+    def looked(self, head: sealing.HeadScan, streams: list[int] | None,
+               complete: bool) -> None:
+        """What a look found pending, once its due groups were sealed (`complete`); a look
+        at some streams adds to what is known of the others."""
+        if not complete:
+            self.known = False
+            return
+        if head.next_due_ns is not None and (self.next_due_ns is None
+                                             or head.next_due_ns < self.next_due_ns):
+            self.next_due_ns = head.next_due_ns
+        if streams is None:
+            self.largest_open, self.known = head.largest_open, True
+        else:
+            self.largest_open = max(self.largest_open, head.largest_open)
+
+
+def collector(sealer: Sealer) -> ScrapeCollector:
+    return ScrapeCollector(
+        counter("logstore_sealer_blocks_written", "Blocks the sealer wrote since start.",
+                lambda: sealer.blocks_written),
+        counter("logstore_sealer_rows_sealed",
+                "Head rows the sealer moved into blocks since start.",
+                lambda: sealer.rows_sealed))

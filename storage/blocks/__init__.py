@@ -1,0 +1,1 @@
+"""Sealed blocks: their format, sealing head rows into them, reading them."""

@@ -1,0 +1,571 @@
+"""Reading sealed blocks: the rows and counts a scan needs, in the shapes the head's SQL gives.
+
+`SealedBlocks` is made once per scan for its streams and time range. It reads the block
+summaries once, drops the blocks whose summary proves that no row can pass the scan's
+needles and line conditions (the Bloom filter, the backslash flag, the metadata names), and
+then answers `rows(lo, hi)` for each window the scan walks through, decoding a block the
+first time a window touches it and only the lines of the rows that window takes. Windows
+move one way, so only the blocks that reach past the current window stay decoded: a window
+that spans hundreds of blocks holds one at a time.
+
+The count helpers (`sealed_range_counts`, `sealed_totals`, `sealed_at`) give the sealed part of
+what storage/rollups.py's entry counts give for the head; both add up.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from logql.model import MINUTE_NS, Needle
+from storage.blocks import codec as B
+
+Row = tuple  # (id, stream_id, ts, line, metadata)
+# ASCII letters whose Unicode case folding reaches outside ASCII (Kelvin sign, long s)
+_FOLD_OUTSIDE_ASCII = frozenset("kKsS")
+# blocks this small are fetched PREFETCH_BLOCKS to a statement (SealedBlocks._prefetch)
+PREFETCH_MAX_ROWS = 1000
+PREFETCH_BLOCKS = 256
+# below this many rows a block's Bloom filter is not consulted (SealedBlocks._check)
+BLOOM_MIN_ROWS = 32
+
+
+@dataclass
+class Summary:
+    id: int
+    stream_id: int
+    min_ts: int
+    max_ts: int
+    rows: int
+    bytes: int
+    flags: int
+    aligned: int
+    md_names: frozenset[str]
+
+
+class Decoded:
+    """One block's columns, each decompressed the first time something asks for it: a
+    block that a needle search rules out costs only its lines' decompression."""
+
+    def __init__(self, conn: sqlite3.Connection | None, s: Summary,
+                 columns: tuple[bytes, bytes, bytes, bytes] | None = None):
+        self.summary = s
+        if columns is None:
+            assert conn is not None
+            columns = conn.execute("SELECT keys, lengths, metadata, lines FROM blocks "
+                                   "WHERE id = ?", (s.id,)).fetchone()
+        self._keys, self._lengths, self._metadata, self._lines = columns
+        # a block fetched by its keys alone (to find which of its rows a window takes)
+        # gets the other columns only if it has rows there (SealedBlocks._rows_of)
+        self.complete = self._lines is not None
+        self._raw: bytes | None = None
+        self._text: str | None = None
+        self._ts: list[int] | None = None
+        self._ids: list[int] | None = None
+        self._offsets: list[int] | None = None
+        self._md: list[str | None] | None = None
+        self.lower: bytes | None = None   # raw with ASCII letters lower-cased
+
+    def fill(self, lengths: bytes, metadata: bytes, lines: bytes) -> None:
+        self._lengths, self._metadata, self._lines = lengths, metadata, lines
+        self.complete = True
+
+    @property
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = B._decompress(self._lines)
+            self._lines = b""  # the compressed copy is not needed any more
+        return self._raw
+
+    @property
+    def text(self) -> str | None:
+        """raw decoded once, for ASCII-only blocks (byte offsets are then char offsets)."""
+        if self._text is None and self.summary.flags & B.FLAG_ASCII:
+            self._text = self.raw.decode("ascii")
+        return self._text
+
+    @property
+    def ts(self) -> list[int]:
+        if self._ts is None:
+            self._ts, self._ids = B.decode_keys(self._keys, self.summary.rows)
+        return self._ts
+
+    @property
+    def ids(self) -> list[int]:
+        if self._ids is None:
+            self._ts, self._ids = B.decode_keys(self._keys, self.summary.rows)
+        return self._ids
+
+    @property
+    def offsets(self) -> list[int]:
+        """line i is raw[offsets[i]:offsets[i + 1]]"""
+        if self._offsets is None:
+            self._offsets = B.decode_offsets(self._lengths, self.summary.rows).tolist()
+        return self._offsets
+
+    @property
+    def metadata(self) -> list[str | None]:
+        if self._md is None:
+            self._md = B.decode_metadata(self._metadata, self.summary.rows)
+        return self._md
+
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        """Row indexes [a, b) with lo <= ts < hi."""
+        s = self.summary
+        if lo <= s.min_ts and s.max_ts < hi:
+            return 0, s.rows
+        return bisect_left(self.ts, lo), bisect_left(self.ts, hi)
+
+    def lines(self, a: int, b: int) -> list[str]:
+        offs = self.offsets
+        if self.text is not None:
+            return list(map(self.text.__getitem__, map(slice, offs[a:b], offs[a + 1:b + 1])))
+        raw = self.raw
+        return [raw[offs[i]:offs[i + 1]].decode("utf-8", "surrogatepass") for i in range(a, b)]
+
+    def line(self, i: int) -> str:
+        if self.text is not None:
+            return self.text[self.offsets[i]:self.offsets[i + 1]]
+        return self.raw[self.offsets[i]:self.offsets[i + 1]].decode("utf-8", "surrogatepass")
+
+    def lines_containing(self, needles: list[tuple[bytes, bool]], a: int, b: int) -> list[int]:
+        """Indexes in [a, b) of the lines holding one of the needles (`(bytes, ci)`; ci
+        needles are lower-case ASCII), found by searching the block's bytes, not line by
+        line: a rare needle costs a few `find` calls per block."""
+        whole = a == 0 and b == self.summary.rows
+        if whole:
+            raw = self.raw
+            for needle, ci in needles:
+                if ci and self.lower is None:
+                    self.lower = raw.lower()
+                if needle in (self.lower if ci else raw):
+                    break
+            else:
+                return []  # nothing here: the block's offsets are never even decoded
+        offs = self.offsets
+        end = offs[b]
+        found: set[int] = set()
+        for needle, ci in needles:
+            if ci and self.lower is None:
+                self.lower = self.raw.lower()
+            hay = self.lower if ci else self.raw
+            n = len(needle)
+            pos = hay.find(needle, offs[a], end)
+            while pos != -1:
+                i = bisect_right(offs, pos) - 1
+                if pos + n <= offs[i + 1]:
+                    found.add(i)
+                    pos = hay.find(needle, offs[i + 1], end)
+                else:  # the match runs into the next line: not a match in line i
+                    pos = hay.find(needle, pos + 1, end)
+        return sorted(found)
+
+
+def _ids(stream_ids: Sequence[int]) -> str:
+    return json.dumps(list(stream_ids))
+
+
+def _block_columns(conn: sqlite3.Connection, block_ids: Sequence[int],
+                   columns: str) -> Iterator[tuple]:
+    """(id, *columns) of the blocks, PREFETCH_BLOCKS ids to a statement: thousands of
+    streams make thousands of small blocks, and a statement each cost more than decoding."""
+    for i in range(0, len(block_ids), PREFETCH_BLOCKS):
+        yield from conn.execute(f"SELECT id, {columns} FROM blocks WHERE id IN "
+                                "(SELECT value FROM json_each(?))",
+                                (_ids(block_ids[i:i + PREFETCH_BLOCKS]),))
+
+
+_SUMMARY_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, aligned, md_names{bloom} "
+                "FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
+                "AND max_ts >= ? AND min_ts < ?{aligned}")
+
+
+def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
+              with_bloom: bool = False, aligned: bool = False) -> list[tuple]:
+    """Summaries of the blocks with rows possibly in [start, end): (Summary, bloom | None);
+    with `aligned`, only of blocks with a row on a whole minute."""
+    if not stream_ids or start >= end:
+        return []
+    sql = _SUMMARY_SQL.format(bloom=", bloom" if with_bloom else "",
+                              aligned=" AND aligned > 0" if aligned else "")
+    out = []
+    for r in conn.execute(sql, (_ids(stream_ids), start, end)):
+        s = Summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                    frozenset(r[8].split("\n")) if r[8] else frozenset())
+        out.append((s, r[9] if with_bloom else None))
+    return out
+
+
+@dataclass
+class Counts:
+    """What counting needs of a block: timestamps, line byte offsets, metadata (or None)."""
+    ts: np.ndarray
+    offsets: np.ndarray
+    metadata: list[str | None] | None
+
+
+def iter_counts(conn: sqlite3.Connection, found: Sequence[Summary],
+                metadata: bool = True) -> Iterator[tuple[Summary, Counts]]:
+    """(summary, counts) of each block, in no particular order, read many to a statement."""
+    by_id = {s.id: s for s in found}
+    cols = "keys, lengths, metadata" if metadata else "keys, lengths"
+    for bid, keys, lengths, *md in _block_columns(conn, list(by_id), cols):
+        s = by_id[bid]
+        ts, offsets = B.decode_ts_offsets(keys, lengths, s.rows)
+        yield s, Counts(ts, offsets, B.decode_metadata(md[0], s.rows)
+                        if metadata and md[0] else None)
+
+
+# -- which blocks a scan may skip -----------------------------------------------------------
+
+def _probe_clause(clause: Sequence[Needle]) -> list | None:
+    """Bloom probes for each alternative of an OR; None when some alternative cannot be
+    tested (too short, or case-insensitive beyond ASCII), which makes the clause pass."""
+    alts = []
+    for text, ci in clause:
+        if ci and (not text.isascii() or any(c in _FOLD_OUTSIDE_ASCII for c in text)):
+            return None
+        probes = B.trigram_probes(text.encode("utf-8", "surrogatepass"))
+        if probes is None:
+            return None
+        alts.append(probes)
+    return alts or None
+
+
+@dataclass
+class BlockFilter:
+    """What the summaries are checked against: OR-clauses of Bloom probes and the
+    `| parser | name="value"` demands of the scan's line conditions."""
+    clauses: list[list] = field(default_factory=list)
+    label_values: list[tuple[str, list | None]] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, needles: Sequence[Sequence[Needle]], conditions) -> "BlockFilter":
+        f = cls()
+        cnf = [list(c) for c in needles]
+        if conditions is not None:
+            cnf += [list(c) for c in conditions.all_of]
+        for clause in cnf:
+            probes = _probe_clause(clause)
+            if probes is not None:
+                f.clauses.append(probes)
+        if conditions is not None:
+            for name, value in conditions.label_values:
+                f.label_values.append((name, B.trigram_probes(
+                    value.encode("utf-8", "surrogatepass"))))
+        return f
+
+    def admits(self, s: Summary, bloom: bytes | None) -> bool:
+        if bloom is None:
+            return True
+        for alts in self.clauses:
+            if not any(B.bloom_admits(bloom, probes) for probes in alts):
+                return False
+        for name, probes in self.label_values:
+            if probes is None or s.flags & B.FLAG_BACKSLASH or name in s.md_names:
+                continue
+            if not B.bloom_admits(bloom, probes):
+                return False
+        return True
+
+    def __bool__(self) -> bool:
+        return bool(self.clauses or self.label_values)
+
+
+def _searchable_clause(conditions) -> list[tuple[bytes, bool]] | None:
+    """The first OR-clause of the conditions that a byte search can answer: a line passes
+    only if it holds one of these (`(bytes, ci)`), so only such lines need decoding."""
+    if conditions is None:
+        return None
+    for clause in conditions.all_of:
+        alts = []
+        for text, ci in clause:
+            if not text or (ci and (not text.isascii()
+                                    or any(c in _FOLD_OUTSIDE_ASCII for c in text))):
+                alts = []
+                break
+            alts.append((text.lower().encode() if ci else
+                         text.encode("utf-8", "surrogatepass"), ci))
+        if alts:
+            return alts
+    return None
+
+
+class SealedBlocks:
+    """The sealed rows of some streams in [start, end) that may pass a scan's conditions."""
+
+    def __init__(self, conn: sqlite3.Connection, stream_ids: Sequence[int], start: int,
+                 end: int, *, conditions=None, needles: Sequence[Sequence[Needle]] = ()):
+        self.conn = conn
+        self.keep: Callable[[str, str | None], bool] | None = (
+            conditions.matcher() if conditions is not None else None)
+        self.filter = BlockFilter.build(needles, conditions)
+        self.blocks: list[Summary] = [s for s, _ in summaries(conn, stream_ids, start, end)]
+        self._by_stream: dict[int, list[Summary]] = {}
+        for s in self.blocks:
+            self._by_stream.setdefault(s.stream_id, []).append(s)
+        # Bloom filters are read and checked when a window first reaches a block: a limited
+        # query that stops after the newest windows never reads the others
+        self._admitted: dict[int, bool] = {}
+        self._cache: dict[int, Decoded] = {}
+        self.search = _searchable_clause(conditions)
+        # per stream (-1: all): block starts in order, the blocks, the longest span
+        self._by_start: dict[int, tuple[list[int], list[Summary], int]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.blocks)
+
+    @property
+    def skipped(self) -> list[Summary]:
+        """The blocks whose summaries ruled them out so far."""
+        return [s for s in self.blocks if self._admitted.get(s.id) is False]
+
+    def counts(self, lo: int, hi: int) -> tuple[int, int]:
+        """(lines, bytes) of every sealed row of the scan's streams with lo <= ts < hi,
+        blocks the summaries ruled out included."""
+        return _counts_in(self.conn, self.blocks, lo, hi)
+
+    def _check(self, fresh: list[Summary]) -> None:
+        if not self.filter:
+            self._admitted.update((s.id, True) for s in fresh)
+            return
+        # a block of a few rows is searched as fast as its filter is read and probed
+        tiny = [s for s in fresh if s.rows < BLOOM_MIN_ROWS]
+        self._admitted.update((s.id, True) for s in tiny)
+        fresh = [s for s in fresh if s.rows >= BLOOM_MIN_ROWS]
+        if not fresh:
+            return
+        blooms = dict(_block_columns(self.conn, [s.id for s in fresh], "bloom"))
+        for s in fresh:
+            self._admitted[s.id] = self.filter.admits(s, blooms.get(s.id, b""))
+
+    def estimate(self, lo: int, hi: int, stream_id: int | None = None) -> int:
+        """About how many rows `rows(lo, hi, stream_id)` would bring into memory, from the
+        summaries (rows spread evenly over each block's time span); 0 when a needle search
+        picks the rows, which then are only the lines that hold the needles."""
+        if self.search:
+            return 0
+        total = 0
+        for s in self._reaching(lo, hi, stream_id):
+            if self._admitted.get(s.id) is False:
+                continue
+            span = s.max_ts - s.min_ts + 1
+            total += s.rows * (min(hi, s.max_ts + 1) - max(lo, s.min_ts)) // span
+        return total
+
+    def _ordered(self, stream_id: int | None) -> tuple[list[int], list[Summary], int]:
+        """Block starts in order, the blocks, the longest span (per stream, or -1: all)."""
+        key = -1 if stream_id is None else stream_id
+        by_start = self._by_start.get(key)
+        if by_start is None:
+            blocks = self.blocks if stream_id is None else self._by_stream.get(stream_id, [])
+            ordered = sorted(blocks, key=lambda b: b.min_ts)
+            longest = max((b.max_ts - b.min_ts for b in ordered), default=0)
+            by_start = self._by_start[key] = ([b.min_ts for b in ordered], ordered, longest)
+        return by_start
+
+    def _reaching(self, lo: int, hi: int, stream_id: int | None) -> list[Summary]:
+        """The blocks with rows possibly in [lo, hi): found by their starts, so a scan of
+        many windows over many blocks does not test every block in every window."""
+        starts, ordered, longest = self._ordered(stream_id)
+        # only blocks that start less than the longest block's span before `lo` can reach it
+        return [s for s in ordered[bisect_left(starts, lo - longest):bisect_left(starts, hi)]
+                if s.max_ts >= lo]
+
+    def _prefetch(self, blocks: list[Summary]) -> None:
+        """Fetch the timestamps of small blocks not decoded yet, many to a statement: with
+        thousands of streams, a statement per block of a few rows was most of a scan, and
+        most blocks a window reaches hold no row of it. Large blocks are still read whole,
+        one at a time, when their turn comes."""
+        small = {s.id: s for s in blocks
+                 if s.rows <= PREFETCH_MAX_ROWS and s.id not in self._cache}
+        if len(small) < 2:
+            return  # one block is read whole, in one statement, when its turn comes
+        for bid, keys in _block_columns(self.conn, list(small), "keys"):
+            self._cache[bid] = Decoded(None, small[bid], (keys, None, None, None))
+
+    def _complete(self, decoded: list[Decoded]) -> None:
+        """The other columns of the blocks fetched by their keys, many to a statement."""
+        partial = {d.summary.id: d for d in decoded if not d.complete}
+        for bid, lengths, metadata, lines in _block_columns(self.conn, list(partial),
+                                                            "lengths, metadata, lines"):
+            partial[bid].fill(lengths, metadata, lines)
+
+    def rows(self, lo: int, hi: int, stream_id: int | None = None) -> list[Row]:
+        """Rows with lo <= ts < hi (of one stream, if given) that pass the conditions, in
+        block order (each block's rows sorted by (ts, id)); callers sort across blocks."""
+        return self._rows_of(self._reaching(lo, hi, stream_id), lo, hi)
+
+    def batches(self, lo: int, hi: int, target_rows: int) -> Iterator[list[Row]]:
+        """Every row with lo <= ts < hi that passes, block after block (a stream's blocks
+        oldest first) in batches of about `target_rows`: for scans that want no order."""
+        chunk: list[Summary] = []
+        size = 0
+        for s in sorted(self._reaching(lo, hi, None), key=lambda b: (b.stream_id, b.min_ts)):
+            chunk.append(s)
+            size += s.rows
+            if size >= target_rows:
+                yield self._rows_of(chunk, lo, hi)
+                chunk, size = [], 0
+        if chunk:
+            yield self._rows_of(chunk, lo, hi)
+
+    def _rows_of(self, reached: list[Summary], lo: int, hi: int) -> list[Row]:
+        out: list[Row] = []
+        touched: set[int] = set()
+        keep, needles = self.keep, self.search
+        fresh = [s for s in reached if s.id not in self._admitted]
+        if fresh:
+            self._check(fresh)
+        reached = [s for s in reached if self._admitted[s.id]]
+        self._prefetch(reached)
+        taken: list[tuple[Decoded, int, int]] = []
+        for s in reached:
+            d = self._cache.get(s.id)
+            if d is None:
+                d = Decoded(self.conn, s)
+            if s.min_ts < lo or s.max_ts >= hi:
+                # reaches past this window: the next one reads it again; the others are
+                # let go as soon as their rows are out
+                touched.add(s.id)
+                self._cache[s.id] = d
+            a, b = d.span(lo, hi)
+            if a < b:
+                taken.append((d, a, b))
+        self._complete([d for d, _, _ in taken])
+        for d, a, b in taken:
+            sid = d.summary.stream_id
+            if needles:
+                hits = d.lines_containing(needles, a, b)
+                if hits:
+                    ts, ids, md = d.ts, d.ids, d.metadata
+                    for i in hits:
+                        line = d.line(i)
+                        if keep is None or keep(line, md[i]):
+                            out.append((ids[i], sid, ts[i], line, md[i]))
+                continue
+            ts, ids, md = d.ts, d.ids, d.metadata
+            rows = zip(ids[a:b], repeat(sid, b - a), ts[a:b], d.lines(a, b), md[a:b])
+            if keep is None:
+                out.extend(rows)
+            else:
+                out.extend(r for r in rows if keep(r[3], r[4]))
+        for bid in [b for b in self._cache if b not in touched]:
+            del self._cache[bid]
+        return out
+
+
+# -- counts ----------------------------------------------------------------------------------
+
+def sealed_range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo: int,
+                        hi: int) -> tuple[int, int]:
+    """(lines, bytes) of the sealed rows with lo <= ts < hi."""
+    return _counts_in(conn, [s for s, _ in summaries(conn, stream_ids, lo, hi)], lo, hi)
+
+
+def _counts_in(conn: sqlite3.Connection, found: Sequence[Summary], lo: int,
+               hi: int) -> tuple[int, int]:
+    lines = size = 0
+    cut = []
+    for s in found:
+        if s.max_ts < lo or s.min_ts >= hi:
+            continue
+        if lo <= s.min_ts and s.max_ts < hi:
+            lines += s.rows
+            size += s.bytes
+        else:
+            cut.append(s)
+    for s, c in iter_counts(conn, cut, metadata=False):
+        a, b = np.searchsorted(c.ts, [lo, hi], side="left").tolist()
+        lines += b - a
+        size += int(c.offsets[b] - c.offsets[a])
+    return lines, size
+
+
+def sealed_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],
+                  ranges: Sequence[tuple[int, int]],
+                  with_bytes: bool = True) -> Iterator[tuple[int, str, int, int, int]]:
+    """(stream_id, metadata, range index, lines, bytes) of the sealed rows with
+    lo < ts <= hi per range, like rollups.entry_totals for the head."""
+    if not ranges:
+        return
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    los = [ranges[i][0] for i in order]
+    span_lo = min(los)
+    span_hi = max(h for _, h in ranges)
+    wanted: dict[int, list[int]] = {}
+    found = []
+    for s, _ in summaries(conn, stream_ids, span_lo + 1, span_hi + 1):
+        picked = [order[k] for k in range(bisect_left(los, s.max_ts))
+                  if ranges[order[k]][1] >= s.min_ts]
+        if picked:
+            wanted[s.id] = picked
+            found.append(s)
+    for s, c in iter_counts(conn, found):
+        picked = wanted[s.id]
+        a = np.searchsorted(c.ts, [ranges[i][0] for i in picked], side="right").tolist()
+        b = np.searchsorted(c.ts, [ranges[i][1] for i in picked], side="right").tolist()
+        for i, x, y in zip(picked, a, b):
+            yield from _tally(s.stream_id, c, x, y, i, with_bytes)
+
+
+def sealed_at(conn: sqlite3.Connection, stream_ids: Sequence[int],
+              timestamps: Sequence[int],
+              with_bytes: bool = True) -> Iterator[tuple[int, str, int, int, int]]:
+    """(stream_id, metadata, ts, lines, bytes) of the sealed rows at exactly these ts."""
+    if not timestamps:
+        return
+    points = sorted(set(timestamps))
+    # the rollups ask for whole minutes: a block without a row on one has nothing to give
+    whole_minutes = all(x % MINUTE_NS == 0 for x in points)
+    at: dict[int, list[int]] = {}
+    found = []
+    for s, _ in summaries(conn, stream_ids, points[0], points[-1] + 1, aligned=whole_minutes):
+        inside = points[bisect_left(points, s.min_ts):bisect_right(points, s.max_ts)]
+        if inside:
+            at[s.id] = inside
+            found.append(s)
+    for s, c in iter_counts(conn, found):
+        inside = at[s.id]
+        a = np.searchsorted(c.ts, inside, side="left").tolist()
+        b = np.searchsorted(c.ts, inside, side="right").tolist()
+        for x, lo, hi in zip(inside, a, b):
+            yield from _tally(s.stream_id, c, lo, hi, x, with_bytes)
+
+
+def _tally(sid: int, c: Counts, a: int, b: int, key: int,
+           with_bytes: bool) -> Iterator[tuple[int, str, int, int, int]]:
+    if a >= b:
+        return
+    offs = c.offsets
+    if c.metadata is None:
+        yield sid, "", key, b - a, int(offs[b] - offs[a]) if with_bytes else 0
+        return
+    groups: dict[str, list[int]] = {}
+    sizes = np.diff(offs[a:b + 1]).tolist()
+    for md, size in zip(c.metadata[a:b], sizes):
+        g = groups.setdefault(md or "", [0, 0])
+        g[0] += 1
+        g[1] += size
+    for md, (n, size) in groups.items():
+        yield sid, md, key, n, size if with_bytes else 0
+
+
+def segment_count(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int,
+                  end: int) -> int:
+    """Sealed blocks overlapping [start, end], plus one per stream with head rows there."""
+    ids = json.dumps(list(stream_ids))
+    blocks = conn.execute(
+        "SELECT count(*) FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
+        "AND max_ts >= ? AND min_ts <= ?", (ids, start, end)).fetchone()[0]
+    # one index probe per stream, not a scan of the head's rows in range
+    heads = conn.execute(
+        "SELECT count(*) FROM json_each(?1) j WHERE EXISTS (SELECT 1 FROM entries "
+        "WHERE stream_id = j.value AND ts >= ?2 AND ts <= ?3)", (ids, start, end)).fetchone()[0]
+    return blocks + heads

@@ -1,0 +1,223 @@
+"""Moving head rows into sealed blocks, and what the push path needs to know about blocks.
+
+The sealer (services/upkeep/sealer.py) calls, on a reader connection:
+
+    sealable_groups(conn, now, window, grace, max_rows)  which (stream, window) groups to seal
+    head_rows(conn, stream, lo, hi, limit)               their rows, oldest first
+
+encodes them (storage/blocks/codec.py) outside any transaction, and then, through the writer:
+
+    store_block(conn, stream, block, entry_ids)
+
+which inserts the block and deletes exactly those rows from the head in one transaction.
+If a row is gone by then (nothing deletes head rows today, retention will) the block is not
+stored and the sealer reads the group again: a line is never in both places and never in
+neither.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import Sequence
+
+from storage.blocks import codec as B
+
+# fewer free pages than this stay in the file (new rows reuse them)
+MIN_FREE_PAGES = 256
+# a group of the head this large is sealed even if its window is still open
+DEFAULT_MAX_ROWS = 20_000
+
+
+class HeadChanged(RuntimeError):
+    """The rows a block was built from are no longer all in the head."""
+
+
+@dataclass(frozen=True)
+class Group:
+    stream_id: int
+    lo: int          # window start, ns
+    hi: int          # window end, ns
+    rows: int
+
+
+@dataclass(frozen=True)
+class HeadScan:
+    """What one look at the head found: the groups due now, and when the next one can
+    be due at the earliest, so that the sealer need not look again before then."""
+    groups: list[Group]
+    next_due_ns: int | None   # the earliest window end + grace among the groups not due
+    largest_open: int         # rows of the largest group not due (it is due at max_rows)
+
+
+_WINDOW = "ts - ((ts % ?1) + ?1) % ?1"
+
+
+def scan_head(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace_ns: int,
+              max_rows: int = DEFAULT_MAX_ROWS, everything: bool = False,
+              streams: Sequence[int] | None = None) -> HeadScan:
+    """Head groups per stream and window that are due: the window ended at least `grace_ns`
+    ago (late lines for it are unlikely), or the group holds `max_rows` rows already, or
+    `everything` (a flush). Oldest windows first.
+
+    One pass over the head's (stream, ts) index in its own order, no sort: most streams
+    hold one window, and only those spanning several are counted per window. With
+    `streams`, only theirs."""
+    cutoff = now_ns - grace_ns
+    found: list[tuple[int, int, int]] = []  # (window start, stream, rows)
+    if streams is None:
+        per_stream = conn.execute(
+            "SELECT stream_id, min(ts), max(ts), count(*) FROM entries GROUP BY stream_id")
+    else:
+        per_stream = conn.execute(
+            "SELECT stream_id, min(ts), max(ts), count(*) FROM entries WHERE stream_id IN "
+            "(SELECT value FROM json_each(?)) GROUP BY stream_id", (json.dumps(list(streams)),))
+    for sid, first, last, n in per_stream.fetchall():
+        lo = first - first % window_ns
+        if last < lo + window_ns:
+            found.append((lo, sid, n))
+            continue
+        found.extend((win, sid, rows) for win, rows in conn.execute(
+            f"SELECT {_WINDOW} AS win, count(*) FROM entries WHERE stream_id = ?2 "
+            "GROUP BY 1", (window_ns, sid)))
+    found.sort()
+    groups, next_due, largest = [], None, 0
+    for lo, sid, n in found:
+        if everything or lo + window_ns <= cutoff or n >= max_rows:
+            groups.append(Group(sid, lo, lo + window_ns, n))
+        else:
+            due = lo + window_ns + grace_ns
+            next_due = due if next_due is None else min(next_due, due)
+            largest = max(largest, n)
+    return HeadScan(groups, next_due, largest)
+
+
+def sealable_groups(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace_ns: int,
+                    max_rows: int = DEFAULT_MAX_ROWS, everything: bool = False) -> list[Group]:
+    """The groups of `scan_head` alone."""
+    return scan_head(conn, now_ns, window_ns, grace_ns, max_rows, everything).groups
+
+
+def head_rows(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int,
+              limit: int, max_id: int | None = None) -> list[tuple[int, int, str, str | None]]:
+    """(id, ts, line, metadata) of one stream's head rows with lo <= ts < hi (and id <=
+    max_id, if given), oldest first."""
+    return conn.execute(
+        "SELECT id, ts, line, metadata FROM entries WHERE stream_id = ? AND ts >= ? AND ts < ? "
+        "AND id <= ? ORDER BY ts, id LIMIT ?",
+        (stream_id, lo, hi, (1 << 63) - 1 if max_id is None else max_id, limit)).fetchall()
+
+
+def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,
+                entry_ids: Sequence[int]) -> int:
+    """Insert the block and delete its rows from the head (writer, inside a transaction);
+    return the block id. Raises HeadChanged, leaving nothing changed, if a row is missing."""
+    cur = conn.execute(
+        "DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?)) AND stream_id = ?",
+        (json.dumps(list(entry_ids)), stream_id))
+    if cur.rowcount != len(entry_ids):
+        raise HeadChanged(f"{len(entry_ids) - cur.rowcount} of the block's rows left the head")
+    b = block
+    block_id = conn.execute(
+        "INSERT INTO blocks (stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, flags, "
+        "aligned, md_names, bloom, keys, lengths, metadata, lines) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (stream_id, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
+         b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)).lastrowid
+    conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1", (b.max_id,))
+    return block_id
+
+
+def reclaim_space(conn: sqlite3.Connection, min_free_pages: int = MIN_FREE_PAGES,
+                  max_pages: int = 4096) -> int:
+    """Give up to `max_pages` of the pages sealing freed back to the file system once there
+    are at least `min_free_pages` (writer; needs auto_vacuum=INCREMENTAL, which new databases
+    get). Returns the pages still free afterwards."""
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    if free < min_free_pages or conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+        return free
+    # Python's sqlite3 steps a statement without result columns once, and each step of
+    # incremental_vacuum frees one page; executescript would step it through but commits
+    # the writer's open transaction first
+    for _ in range(min(free, max_pages)):
+        conn.execute("PRAGMA incremental_vacuum(1)")
+    return conn.execute("PRAGMA freelist_count").fetchone()[0]
+
+
+def seal_now(conn: sqlite3.Connection, groups: Sequence[Group], max_rows: int,
+             on_block=None) -> int:
+    """Seal the groups on this connection, one transaction per block, outside the service:
+    `logstore migrate` and tests. `on_block(rows_so_far)` after each. Returns rows sealed."""
+    sealed = 0
+    for g in groups:
+        while True:
+            rows = head_rows(conn, g.stream_id, g.lo, g.hi, max_rows)
+            if not rows:
+                break
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                store_block(conn, g.stream_id, B.encode(rows), [r[0] for r in rows])
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            sealed += len(rows)
+            if on_block is not None:
+                on_block(sealed)
+    return sealed
+
+
+def make_reclaimable(conn: sqlite3.Connection) -> bool:
+    """Switch a database made before sealing to incremental auto-vacuum (one VACUUM, which
+    also returns every free page now); False if it already was."""
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+        return False
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.execute("VACUUM")
+    return True
+
+
+# -- what the push path and the status pages need ---------------------------------------------
+
+def sealed_max_id(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT max_id FROM seal_state WHERE id = 1").fetchone()[0]
+
+
+def sealed_horizons(conn: sqlite3.Connection, stream_ids: Sequence[int]) -> dict[int, int]:
+    """Stream id -> the newest timestamp its sealed blocks hold, for the streams that have
+    any (an index probe per stream, in one statement)."""
+    return dict(conn.execute(
+        "SELECT stream_id, max(max_ts) FROM blocks WHERE stream_id IN "
+        "(SELECT value FROM json_each(?)) GROUP BY stream_id", (json.dumps(list(stream_ids)),)))
+
+
+def sealed_duplicates(conn: sqlite3.Connection, stream_id: int,
+                      rows: Sequence[tuple[int, int, str, str | None]]) -> set[int]:
+    """Indexes into `rows` ((ts, hash, line, metadata) as the ingester prepares them) of the
+    rows a sealed block of the stream already holds: same timestamp, line and metadata."""
+    stamps = sorted({r[0] for r in rows})
+    if not stamps:
+        return set()
+    held: set[tuple[int, str, str | None]] = set()
+    for r in conn.execute(
+            "SELECT id, rows, flags, keys, lengths, metadata, lines FROM blocks "
+            "WHERE stream_id = ? AND max_ts >= ? AND min_ts <= ?",
+            (stream_id, stamps[0], stamps[-1])):
+        ts, _ = B.decode_keys(r[3], r[1])
+        hits = [i for x in stamps for i in range(bisect_left(ts, x), bisect_right(ts, x))]
+        if not hits:
+            continue
+        lines = B.decode_lines(r[6], B.decode_lengths(r[4]), bool(r[2] & B.FLAG_ASCII))
+        mds = B.decode_metadata(r[5], r[1])
+        held.update((ts[i], lines[i], mds[i]) for i in hits)
+    return {i for i, r in enumerate(rows) if (r[0], r[2], r[3]) in held}
+
+
+def status(conn: sqlite3.Connection) -> dict[str, int]:
+    head = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    blocks, rows, size = conn.execute(
+        "SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(bytes), 0) FROM blocks"
+    ).fetchone()
+    return {"head_rows": head, "blocks": blocks, "sealed_rows": rows, "sealed_bytes": size}

@@ -1,0 +1,1 @@
+"""Grafana's tables: folders, dashboards, stars, permissions, identity."""
