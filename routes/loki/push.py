@@ -8,31 +8,27 @@ from typing import Any
 
 from litestar import Request, Response, post
 
-from routes.errors import PlainError
 from routes.params import parse_timestamp
 from routes.deps import Ctx
 from services.runtime import memory
 from services.ingest.inflight import Held
+from services.ingest.ingester import PushError
 from services.ingest.decode import (decode_content_encoding, decode_json, decode_legacy_json,
                                     decode_protobuf)
-
-
-def _fail(status: int, message: str) -> PlainError:
-    return PlainError(status, message, newline=True)
 
 
 async def read_body(request: Request, limit: int, hold: Held) -> bytes:
     """The raw body, each piece counted in `hold` as it arrives."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise _fail(413, "request body too large: message size too large than max "
-                         f"({declared} vs {limit})")
+        raise PushError(413, "request body too large: message size too large than max "
+                             f"({declared} vs {limit})")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _fail(413, "request body too large: message size too large than max "
-                             f"({size} vs {limit})")
+            raise PushError(413, "request body too large: message size too large than max "
+                                 f"({size} vs {limit})")
         hold.add(len(chunk))
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -54,7 +50,7 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
     ctype_header = request.headers.get("content-type")
     media = (ctype_header or "").split(";")[0].strip().lower()
     if not media or "/" not in media:
-        raise _fail(400, "mime: no media type")
+        raise PushError(400, "mime: no media type")
     with ctx.inflight_bytes.hold() as hold:
         body = decode_content_encoding(await read_body(request, limits.max_recv_msg_size, hold),
                                        request.headers.get("content-encoding", ""),
@@ -71,7 +67,7 @@ async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:
                              time.perf_counter() - started)
     message = outcome.error_body()
     if message:
-        raise _fail(outcome.status, message)
+        raise PushError(outcome.status, message)
     return Response(content=b"", status_code=204)
 
 

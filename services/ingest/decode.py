@@ -17,10 +17,9 @@ from google.protobuf.message import DecodeError
 from logql import depth
 from logql.model import TS_MAX, TS_MIN
 from proto import push_pb2
-from services.runtime.errors import PlainError
 from services.runtime import memory
 from services.ingest.inflight import Held
-from services.ingest.ingester import RawStream
+from services.ingest.ingester import PushError, RawStream
 from services.ingest.labelset import LabelSetError, parse_label_set
 
 
@@ -56,10 +55,6 @@ _TS_PATH = re.compile(r"values\[\d+\]\[0\]`?$")
 _TOO_DEEP = f"invalid push request: {depth.JSON_TEXT}"
 
 
-def _fail(status: int, message: str) -> PlainError:
-    return PlainError(status, message, newline=True)
-
-
 def decode_content_encoding(body: bytes, encoding: str, limit: int, hold: Held,
                             supported: tuple[str, ...] = ("gzip", "deflate")) -> bytes:
     """The body inflated, never past `limit` + 1 bytes (a small bomb is not inflated whole),
@@ -70,17 +65,17 @@ def decode_content_encoding(body: bytes, encoding: str, limit: int, hold: Held,
     if encoding in ("", "snappy", "identity"):
         return body
     if encoding not in supported:
-        raise _fail(400, f'Content-Encoding "{encoding}" not supported')
+        raise PushError(400, f'Content-Encoding "{encoding}" not supported')
     try:
         out = _INFLATE[encoding](body, limit + 1, hold.add)
     except (OSError, EOFError, zlib.error, ValueError, RuntimeError) as exc:
-        raise _fail(400, f"{encoding}: invalid compressed body: {exc}") from None
+        raise PushError(400, f"{encoding}: invalid compressed body: {exc}") from None
     if len(out) > limit:
         size = len(out)
         del out
         memory.trim_soon()  # the refused body was inflated up to the limit: give it back
-        raise _fail(413, "request body too large: decompressed message size too large than "
-                         f"max ({size} vs {limit})")
+        raise PushError(413, "request body too large: decompressed message size too large than "
+                             f"max ({size} vs {limit})")
     return out
 
 
@@ -175,25 +170,30 @@ def _valid_utf8(body: bytes) -> bytes:
     return body.decode("utf-8", "replace").encode("utf-8")
 
 
+def _decode_lenient(decoder: msgspec.json.Decoder, body: bytes):
+    """The body decoded, again with invalid UTF-8 read as U+FFFD when it holds some."""
+    try:
+        return decoder.decode(body)
+    except UnicodeDecodeError:
+        return decoder.decode(_valid_utf8(body))
+
+
 def _ts_in_range(ts: int, where: str, text: object) -> int:
     if not TS_MIN <= ts <= TS_MAX:
-        raise _fail(400, f'invalid timestamp "{text}" at {where}: value out of range '
-                         "(1677-09-23 to 2262-04-10 in nanoseconds)")
+        raise PushError(400, f'invalid timestamp "{text}" at {where}: value out of range '
+                             "(1677-09-23 to 2262-04-10 in nanoseconds)")
     return ts
 
 
 def decode_json(body: bytes) -> list[RawStream]:
     if not body.strip():
-        raise _fail(400, "EOF")
+        raise PushError(400, "EOF")
     try:
-        try:
-            req = _json_push.decode(body)
-        except UnicodeDecodeError:
-            req = _json_push.decode(_valid_utf8(body))
+        req = _decode_lenient(_json_push, body)
     except msgspec.DecodeError as exc:
-        raise _fail(400, _json_error(exc)) from None
+        raise PushError(400, _json_error(exc)) from None
     except RecursionError:
-        raise _fail(400, _TOO_DEEP) from None
+        raise PushError(400, _TOO_DEEP) from None
     out = []
     for si, stream in enumerate(req.streams or ()):
         entries = []
@@ -201,25 +201,25 @@ def decode_json(body: bytes) -> list[RawStream]:
             if value is None:
                 continue
             if len(value) < 2:
-                raise _fail(400, f"invalid entry at $.streams[{si}].values[{ei}]: an entry is "
-                                 "[timestamp, line] or [timestamp, line, {metadata}]")
+                raise PushError(400, f"invalid entry at $.streams[{si}].values[{ei}]: an entry is "
+                                     "[timestamp, line] or [timestamp, line, {metadata}]")
             ts_text, line = value[0], value[1]
             md = value[2] if len(value) > 2 else None
             if type(ts_text) is not str:
-                raise _fail(400, f"invalid timestamp at $.streams[{si}].values[{ei}][0]: "
-                                 "timestamps must be strings of Unix epoch nanoseconds")
+                raise PushError(400, f"invalid timestamp at $.streams[{si}].values[{ei}][0]: "
+                                     "timestamps must be strings of Unix epoch nanoseconds")
             if type(line) is not str:
-                raise _fail(400, f"invalid line at $.streams[{si}].values[{ei}][1]: "
-                                 "the log line must be a string")
+                raise PushError(400, f"invalid line at $.streams[{si}].values[{ei}][1]: "
+                                     "the log line must be a string")
             if md is not None and type(md) is not dict:
-                raise _fail(400, f"invalid structured metadata at $.streams[{si}].values[{ei}]"
-                                 "[2]: must be an object of string values")
+                raise PushError(400, f"invalid structured metadata at $.streams[{si}].values[{ei}]"
+                                     "[2]: must be an object of string values")
             try:
                 ts = int(ts_text)
             except ValueError:
-                raise _fail(400, f'invalid timestamp "{ts_text}" at $.streams[{si}].values[{ei}]'
-                                 "[0]: timestamps must be strings of Unix epoch nanoseconds") \
-                    from None
+                raise PushError(400, f'invalid timestamp "{ts_text}" at $.streams[{si}]'
+                                     f".values[{ei}][0]: timestamps must be strings of Unix "
+                                     "epoch nanoseconds") from None
             entries.append((_ts_in_range(ts, f"$.streams[{si}].values[{ei}][0]", ts_text),
                             line, md))
         out.append(RawStream(list((stream.stream or {}).items()), entries))
@@ -241,25 +241,25 @@ def snappy_decoded_len(body: bytes) -> int:
 def decode_protobuf(body: bytes, limit: int, hold: Held) -> list[RawStream]:
     declared = snappy_decoded_len(body)
     if declared > limit:
-        raise _fail(413, "request body too large: decompressed message size too large than "
-                         f"max ({declared} vs {limit})")
+        raise PushError(413, "request body too large: decompressed message size too large than "
+                             f"max ({declared} vs {limit})")
     hold.add(max(declared, 0))
     try:
         raw = snappy.uncompress(body)
     except Exception:  # noqa: BLE001 - python-snappy raises several types for bad input
-        raise _fail(400, "snappy: corrupt input") from None
+        raise PushError(400, "snappy: corrupt input") from None
     try:
         req = push_pb2.PushRequest.FromString(raw)
     except DecodeError as exc:
-        raise _fail(400, f"proto: cannot parse invalid wire-format data: {exc}") from None
+        raise PushError(400, f"proto: cannot parse invalid wire-format data: {exc}") from None
     out = []
     for stream in req.streams:
         if len(stream.labels) > 16 << 20:
-            raise _fail(413, "labels too large")
+            raise PushError(413, "labels too large")
         try:
             pairs = parse_label_set(stream.labels)
         except LabelSetError as exc:
-            raise _fail(400, f"couldn't parse labels: {exc}") from None
+            raise PushError(400, f"couldn't parse labels: {exc}") from None
         entries = []
         for e in stream.entries:
             ts = _ts_in_range(e.timestamp.seconds * 10**9 + e.timestamp.nanos,
@@ -272,16 +272,13 @@ def decode_protobuf(body: bytes, limit: int, hold: Held) -> list[RawStream]:
 
 def decode_legacy_json(body: bytes, parse_ts: Callable[[str], int]) -> list[RawStream]:
     if not body.strip():
-        raise _fail(400, "EOF")
+        raise PushError(400, "EOF")
     try:
-        try:
-            req = _legacy_push.decode(body)
-        except UnicodeDecodeError:
-            req = _legacy_push.decode(_valid_utf8(body))
+        req = _decode_lenient(_legacy_push, body)
     except msgspec.DecodeError as exc:
-        raise _fail(400, f"invalid push request: {exc}") from None
+        raise PushError(400, f"invalid push request: {exc}") from None
     except RecursionError:
-        raise _fail(400, _TOO_DEEP) from None
+        raise PushError(400, _TOO_DEEP) from None
     out = []
     for stream in req.streams or ():
         if not stream.entries:
@@ -291,13 +288,13 @@ def decode_legacy_json(body: bytes, parse_ts: Callable[[str], int]) -> list[RawS
         try:
             pairs = parse_label_set(stream.labels)
         except LabelSetError as exc:
-            raise _fail(400, f"couldn't parse labels: {exc}") from None
+            raise PushError(400, f"couldn't parse labels: {exc}") from None
         entries = []
         for e in stream.entries:
             try:
                 ts = parse_ts(e.ts)
             except ValueError as exc:
-                raise _fail(400, str(exc)) from None
+                raise PushError(400, str(exc)) from None
             entries.append((ts, e.line, None))
         out.append(RawStream(pairs, entries))
     return out
