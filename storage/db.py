@@ -127,8 +127,6 @@ class _Work:
         self.alone = alone  # runs outside any transaction (a checkpoint cannot run inside)
 
 
-
-
 def _truncate_wal(conn: sqlite3.Connection, wait_ms: int) -> bool:
     """Copy the WAL into the database and cut the file to nothing, waiting at most
     `wait_ms` for readers of older snapshots; False when one still holds it."""
@@ -198,21 +196,20 @@ class Database:
     # -- writes ----------------------------------------------------------------------------
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run fn(conn) inside the next group-commit transaction; return after COMMIT."""
-        if not self.writer_alive:
-            raise RuntimeError("the writer is not running")
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._queue.put(_Work(fn, future, loop))
-        return await future
+        return await self._on_writer(fn, alone=False)
 
     async def truncate_wal(self, wait_ms: int = 0) -> bool:
         """After sealing: the WAL's pages go into the database and the file is emptied, so
         a store at rest is its database file alone (a reader of an older snapshot makes
         this wait up to `wait_ms`, then give up until next time: False)."""
+        return await self._on_writer(lambda conn: _truncate_wal(conn, wait_ms), alone=True)
+
+    async def _on_writer(self, fn: Callable[[sqlite3.Connection], T], alone: bool) -> T:
+        if not self.writer_alive:
+            raise RuntimeError("the writer is not running")
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.put(_Work(lambda conn: _truncate_wal(conn, wait_ms), future, loop,
-                              alone=True))
+        self._queue.put(_Work(fn, future, loop, alone))
         return await future
 
     def write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -146,9 +146,10 @@ class Sealer:
         pending = sum(g.rows for g in groups)
         if not pending:
             self.pending.looked(head, look, complete=only is None)
-            await self._reclaim()  # what a round cut short (a restart) left free
             if everything:
-                await self.db.truncate_wal(FLUSH_WAL_WAIT_MS)
+                await self._tidy(everything)
+            else:
+                await self._reclaim()  # what a round cut short (a restart) left free
             return 0
         max_id = await self.gate() if self.gate is not None else None
         started = last_note = time.monotonic()
@@ -187,14 +188,19 @@ class Sealer:
         # due rows left behind (an open window the miner holds back, a changed head) are
         # looked for again at the next push
         self.pending.looked(head, look, complete=only is None and sealed == pending)
-        await self._reclaim()
-        # the pages the round wrote twice (the WAL, then the database) are written once: a
-        # flush waits a moment for readers, a background round tries again next time
-        await self.db.truncate_wal(FLUSH_WAL_WAIT_MS if everything else 0)
+        await self._tidy(everything)
         await asyncio.to_thread(memory.trim)  # the rows and blocks of the round are gone
         if time.monotonic() - started > PROGRESS_SECONDS:
             log.warning("sealing: done, %d rows in %.0f s", sealed, time.monotonic() - started)
         return sealed
+
+    async def _tidy(self, everything: bool) -> None:
+        """After a round: the pages it freed go back to the file system, and the WAL is
+        copied into the database and emptied, so a store at rest is its database file alone
+        (a flush waits a moment for readers of older snapshots; a background round does not
+        wait and tries again next time)."""
+        await self._reclaim()
+        await self.db.truncate_wal(FLUSH_WAL_WAIT_MS if everything else 0)
 
     async def _reclaim(self) -> None:
         # a few thousand pages per writer job, so pushes get the writer in between
