@@ -26,6 +26,8 @@ from logql.pipeline.stages import Pipeline
 
 # `value` of a line a leading line filter drops: the general path would drop it too
 DROPPED = object()
+
+
 def _first_pair(name: str) -> re.Pattern:
     """`name=<decimal>` as the first pair of that name, every pair before it plain (ASCII
     keys, unquoted values: no quote can hide the pair, no other key sanitises to the name).

@@ -207,12 +207,12 @@ class JsonNumberGate:
             number = value
         elif kind is str:
             try:
-                number = self.filter._convert(value)
+                number = self.filter.convert(value)
             except ValueError:
                 return line  # the filter keeps the line with its error
         else:
             return line
-        return line if self.filter._cmp(number, self.filter.value) else None
+        return line if self.filter.accepts(number) else None
 
     def __repr__(self) -> str:
         return f"JsonNumberGate({self.name!r}, {self.filter!r})"

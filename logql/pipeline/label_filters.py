@@ -97,6 +97,15 @@ class _TypedLabelFilter:
             return line
         return line if self._cmp(converted, self.value) else None
 
+    # the same two steps for a caller that has the value without a label builder
+    # (JsonNumberGate); process() stays inlined, it runs for every line
+    def convert(self, raw: str):
+        """A label value as this filter compares it; ValueError with Go's text if it cannot."""
+        return self._convert(raw)
+
+    def accepts(self, converted) -> bool:
+        return self._cmp(converted, self.value)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {self.op!r}, {self.value!r})"
 
