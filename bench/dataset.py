@@ -20,16 +20,18 @@ HOSTS = ["host-a", "host-b"]
 DAY_NS = 86400 * 10**9
 RARE_NEEDLE = "needle-0c0ffee"
 RARE_EVERY = 200_000
+# what the synthetic generators draw from (weights by repetition)
+_LEVELS = ["info"] * 90 + ["warn"] * 6 + ["error"] * 4
+_STATUSES = [200] * 40 + [201, 204, 301, 404, 500, 502, 503]
 
 
 def _synthetic(kind: str, count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    levels = ["info"] * 90 + ["warn"] * 6 + ["error"] * 4
     paths = ["/api/users", "/api/orders", "/health", "/login", "/static/app.js"]
     out = []
     for _ in range(count):
-        level, path = rng.choice(levels), rng.choice(paths)
-        status = rng.choice([200] * 40 + [201, 204, 301, 404, 500, 502, 503])
+        level, path = rng.choice(_LEVELS), rng.choice(paths)
+        status = rng.choice(_STATUSES)
         latency = round(rng.lognormvariate(-3, 1), 4)
         if kind == "logfmt":
             out.append(f'level={level} method=GET path={path} status={status} '
@@ -66,7 +68,6 @@ _POOL = 20_000  # distinct synthetic lines per stream, cycled
 
 def _logfmt_lines(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    levels = ["info"] * 90 + ["warn"] * 6 + ["error"] * 4
     methods = ["GET"] * 6 + ["POST"] * 3 + ["DELETE"]
     paths = ["/api/v1/orders", "/api/v1/users", "/api/v1/items", "/healthz", "/login",
              "/api/v1/search", "/static/app.js", "/api/v2/checkout"]
@@ -74,9 +75,9 @@ def _logfmt_lines(count: int, seed: int) -> list[str]:
             "slow upstream response", "user session refreshed"]
     out = []
     for i in range(count):
-        status = rng.choice([200] * 40 + [201, 204, 301, 404, 500, 502, 503])
+        status = rng.choice(_STATUSES)
         out.append(f"ts=2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}."
-                   f"{rng.randint(0, 999):03d}Z level={rng.choice(levels)} "
+                   f"{rng.randint(0, 999):03d}Z level={rng.choice(_LEVELS)} "
                    f"method={rng.choice(methods)} path={rng.choice(paths)}/{rng.randint(1, 99999)} "
                    f"status={status} latency_ms={round(rng.lognormvariate(3, 1), 2)} "
                    f"user=u{rng.randint(1, 5000)} msg=\"{rng.choice(msgs)}\"")
@@ -85,14 +86,13 @@ def _logfmt_lines(count: int, seed: int) -> list[str]:
 
 def _json_lines(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    levels = ["info"] * 90 + ["warn"] * 6 + ["error"] * 4
     agents = ["Mozilla/5.0 (X11; Linux x86_64)", "curl/8.4.0", "Go-http-client/1.1",
               "okhttp/4.12.0"]
     out = []
     for i in range(count):
-        status = rng.choice([200] * 40 + [201, 204, 301, 404, 500, 502, 503])
+        status = rng.choice(_STATUSES)
         out.append(json.dumps({
-            "level": rng.choice(levels), "status": status,
+            "level": rng.choice(_LEVELS), "status": status,
             "request": {"method": rng.choice(["GET", "POST", "PUT"]),
                         "path": f"/api/orders/{rng.randint(1, 99999)}",
                         "headers": {"user_agent": rng.choice(agents)}},
