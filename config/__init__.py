@@ -7,6 +7,7 @@ is an error at start that names the key, so a typo never silently does nothing.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -15,6 +16,10 @@ from typing import Any
 import msgspec
 import yaml
 
+from config import reference
+from config.expand import ExpandError
+from config.expand import expand_env as expand_env_refs
+from config.reference import KeyReport
 from logql.gocompat.format import prom_duration_str
 from logql.gocompat.values import parse_go_duration, parse_prom_duration
 
@@ -249,44 +254,6 @@ class ConfigError(ValueError):
     pass
 
 
-# Loki keys that mean nothing to a single SQLite process; accepted so a Loki file can be reused.
-LOKI_ONLY_TOP = {
-    "target", "schema_config", "storage_config", "ingester", "ingester_client", "frontend",
-    "frontend_worker", "query_range", "chunk_store_config",
-    "table_manager", "memberlist", "analytics", "tracing", "index_gateway", "bloom_build",
-    "bloom_gateway", "operational_config", "ballast_bytes", "kafka_config",
-    "pattern_ingester_client", "block_builder", "block_scheduler", "dataobj", "ui",
-    "internal_server", "profiling", "cache_config", "compactor_grpc_client", "memberlist_kv",
-}
-LOKI_ONLY_NESTED = {
-    # logstore keys that no longer do anything: still accepted, with the warning
-    "storage": {"writer_max_batch_rows"},
-    "server": {"grpc_listen_port", "grpc_listen_address", "grpc_server_max_recv_msg_size",
-               "grpc_server_max_send_msg_size", "http_server_read_timeout",
-               "http_server_write_timeout", "http_server_idle_timeout", "log_format",
-               "register_instrumentation", "graceful_shutdown_timeout", "http_path_prefix"},
-    "common": {"storage", "replication_factor", "ring", "instance_addr", "instance_interface_names",
-               "compactor_address", "compactor_grpc_address"},
-    "limits_config": {"ingestion_rate_strategy", "split_queries_by_interval", "max_cache_freshness_per_query",
-                      "max_chunks_per_query",
-                      "unordered_writes", "shard_streams", "query_timeout_default",
-                      "increment_duplicate_timestamp", "allow_deletes",
-                      "bloom_gateway_enable_filtering", "tsdb_max_query_parallelism"},
-    "ruler": {"storage", "rule_path", "ring", "enable_alertmanager_v2", "wal",
-              "enable_sharding", "alertmanager_refresh_interval", "datasource_uid",
-              "evaluation", "sharding_strategy", "search_pending_for", "flush_period",
-              "enable_alertmanager_discovery", "alertmanager_client", "query_stats_enabled",
-              "disable_rule_group_label", "wal_cleaner", "for_outage_tolerance",
-              "for_grace_period"},
-    "compactor": {"working_directory", "delete_request_store",
-                  "retention_delete_worker_count", "shared_store"},
-    "querier": {"query_ingesters_within", "engine"},
-    "query_scheduler": {"max_queue_hierarchy_levels", "querier_forget_delay",
-                        "grpc_client_config", "use_scheduler_ring", "scheduler_ring"},
-    "distributor": {"ring", "rate_store", "otlp_config"},
-    "pattern_ingester": {"lifecycler", "client_config", "metric_aggregation"},
-}
-
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?i?B?)\s*$", re.IGNORECASE)
 _SIZE_MULT = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
@@ -328,40 +295,58 @@ def parse_size(text: str | int) -> int:
     return int(float(m.group(1)) * _SIZE_MULT[unit])
 
 
-def _check_keys(data: dict, struct_type: type, path: str, warnings: list[str],
+def _check_keys(data: dict, struct_type: type, path: str, report: KeyReport,
                 shown: str | None = None) -> dict:
-    """Validate keys against a Struct; drop Loki-only keys (warning), reject unknown ones.
-    Errors name keys under `shown` (default: `path`)."""
+    """Validate keys against a Struct and convert durations and sizes. A key logstore has
+    no field for is looked up in Loki's reference at the same `path`: Loki's goes to
+    report.ignored, anything else to report.unknown. Errors name keys under `shown`
+    (default: `path`)."""
     known = set(struct_type.__struct_fields__)
     out: dict[str, Any] = {}
-    loki_only = LOKI_ONLY_TOP if not path else LOKI_ONLY_NESTED.get(path, set())
+    loki_path = tuple(path.split(".")) if path else ()
     shown = path if shown is None else shown
     for key, value in data.items():
-        full = f"{shown}.{key}" if shown else key
+        full = f"{shown}.{key}" if shown else str(key)
         if key not in known:
-            if key in loki_only:
-                warnings.append(full)
-                continue
-            raise ConfigError(f"unknown configuration key {full!r}")
-        sub = _SECTION_TYPES.get(key) if not path else None
-        if sub is not None:
-            if value is None:
-                continue
-            if not isinstance(value, dict):
-                raise ConfigError(f"configuration key {full!r} must be a mapping")
-            value = _check_keys(value, sub, key, warnings)
-        elif key in DURATION_FIELDS:
-            value = parse_duration_ns(value)
-        elif key == "retention_stream" and path == "limits_config":
-            value = _retention_rules(value, full)
-        elif key == "remote_write" and path == "ruler":
-            value = _remote_write(value, full, warnings)
-        elif key == "external_labels" and path == "ruler":
-            value = _label_map(value, full)
-        elif key in SIZE_FIELDS:
-            value = parse_size(value)
-        out[key] = value
+            node = reference.lookup(loki_path + (str(key),))
+            if node is reference.MISSING:
+                report.unknown.append(full)
+            else:
+                report.ignored.append(full)
+                reference.walk(value, node, full, report)
+            continue
+        try:
+            out[key] = _convert(key, value, path, full, report)
+        except ConfigError as exc:
+            report.errors.append(str(exc))
     return out
+
+
+def _convert(key: str, value: Any, path: str, full: str, report: KeyReport) -> Any:
+    sub = _SECTION_TYPES.get(key) if not path else None
+    if sub is not None:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"configuration key {full!r} must be a mapping")
+        return _check_keys(value, sub, key, report)
+    if key in DURATION_FIELDS:
+        return parse_duration_ns(value)
+    if key == "retention_stream" and path == "limits_config":
+        return _retention_rules(value, full)
+    if key == "remote_write" and path == "ruler":
+        return _remote_write(value, full, report)
+    if key == "external_labels" and path == "ruler":
+        return _label_map(value, full)
+    if key in SIZE_FIELDS:
+        return parse_size(value)
+    return value
+
+
+def _raise_problems(report: KeyReport) -> None:
+    problem = report.problem()
+    if problem:
+        raise ConfigError(problem)
 
 
 _SECTION_TYPES: dict[str, type] = {
@@ -374,11 +359,12 @@ _SECTION_TYPES: dict[str, type] = {
 
 
 def config_from_dict(data: dict | None) -> Config:
-    warnings: list[str] = []
-    checked = _check_keys(data or {}, Config, "", warnings)
-    if warnings:
+    report = KeyReport()
+    checked = _check_keys(data or {}, Config, "", report)
+    _raise_problems(report)
+    if report.ignored:
         log.warning("ignoring Loki configuration keys logstore has no use for: %s",
-                    ", ".join(sorted(warnings)))
+                    ", ".join(sorted(report.ignored)))
     try:
         cfg = msgspec.convert(checked, Config, strict=False)
     except msgspec.ValidationError as exc:
@@ -397,35 +383,35 @@ _RW_CLIENT_IGNORED = {"queue_config", "metadata_config", "send_exemplars",
                       "write_relabel_configs", "round_robin_dns", "protobuf_message"}
 
 
-def _remote_write(value: Any, where: str, warnings: list[str]) -> dict:
+def _remote_write(value: Any, where: str, report: KeyReport) -> dict:
     if not isinstance(value, dict):
         raise ConfigError(f"configuration key {where!r} must be a mapping")
     out: dict[str, Any] = {}
     for key, v in value.items():
         if key in _RW_IGNORED:
-            warnings.append(f"{where}.{key}")
+            report.ignored.append(f"{where}.{key}")
         elif key not in _RW_KEYS:
-            raise ConfigError(f"unknown configuration key '{where}.{key}'")
+            report.unknown.append(f"{where}.{key}")
         elif key == "clients":
             if not isinstance(v, dict):
                 raise ConfigError(f"configuration key '{where}.clients' must be a mapping")
             out["clients"] = {str(name): _remote_write_client(c, f"{where}.clients.{name}",
-                                                             warnings)
+                                                             report)
                               for name, c in v.items()}
         else:
             out[key] = v
     return out
 
 
-def _remote_write_client(value: Any, where: str, warnings: list[str]) -> dict:
+def _remote_write_client(value: Any, where: str, report: KeyReport) -> dict:
     if not isinstance(value, dict):
         raise ConfigError(f"configuration key {where!r} must be a mapping")
     out: dict[str, Any] = {}
     for key, v in value.items():
         if key in _RW_CLIENT_IGNORED:
-            warnings.append(f"{where}.{key}")
+            report.ignored.append(f"{where}.{key}")
         elif key not in _RW_CLIENT_KEYS:
-            raise ConfigError(f"unknown configuration key '{where}.{key}'")
+            report.unknown.append(f"{where}.{key}")
         elif key == "remote_timeout":
             out[key] = parse_duration_ns(v)
         else:
@@ -453,11 +439,12 @@ def check_limits(defaults: LimitsConfig, keys: dict, path: str,
         if key in LimitsConfig.__struct_fields__ and key not in per_tenant:
             raise ConfigError(f"configuration key '{path}.{key}' cannot be set per tenant, "
                               "only in limits_config")
-    warnings: list[str] = []
-    checked = _check_keys(keys, LimitsConfig, "limits_config", warnings, shown=path)
-    if warnings:
+    report = KeyReport()
+    checked = _check_keys(keys, LimitsConfig, "limits_config", report, shown=path)
+    _raise_problems(report)
+    if report.ignored:
         log.warning("ignoring Loki limits logstore has no use for: %s",
-                    ", ".join(sorted(warnings)))
+                    ", ".join(sorted(report.ignored)))
     try:
         limits = msgspec.convert({**msgspec.to_builtins(defaults), **checked}, LimitsConfig,
                                  strict=False)
@@ -565,23 +552,25 @@ ENV_OVERRIDES = {
 }
 
 
+# the serve command hands its flags to the granian worker through this variable (JSON:
+# [[section or null, key, value], ...]); they apply over the environment, like flags
+OVERRIDES_ENV = "LOGSTORE_OVERRIDES"
+EXPAND_ENV_ENV = "LOGSTORE_CONFIG_EXPAND_ENV"
+
+
 def load_config(path: str | None = None, env: dict[str, str] | None = None,
-                overrides: dict[tuple[str | None, str], Any] | None = None) -> Config:
-    """File (path or $LOGSTORE_CONFIG), then environment, then explicit overrides (flags)."""
+                overrides: dict[tuple[str | None, str], Any] | None = None,
+                expand_env: bool | None = None) -> Config:
+    """File (path or $LOGSTORE_CONFIG), then environment, then explicit overrides (flags).
+    With `expand_env` (default: $LOGSTORE_CONFIG_EXPAND_ENV), ${VAR} references in the file
+    are replaced from `env` first, as Loki's -config.expand-env does."""
     env = dict(os.environ if env is None else env)
     path = path or env.get("LOGSTORE_CONFIG") or None
+    if expand_env is None:
+        expand_env = env.get(EXPAND_ENV_ENV, "").lower() in ("1", "true")
     data: dict = {}
     if path:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                loaded = yaml.safe_load(fh)
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path} must hold a mapping at the top level")
-        data = loaded or {}
+        data = _read_file(path, env if expand_env else None)
     layered: dict[tuple[str | None, str], Any] = {}
     for var, target in ENV_OVERRIDES.items():
         if env.get(var):
@@ -589,6 +578,9 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
             if target[1] == "auth_enabled":
                 value = value.lower() in ("1", "true", "yes", "on")
             layered[target] = value
+    if env.get(OVERRIDES_ENV):
+        layered.update({(section, key): value
+                        for section, key, value in json.loads(env[OVERRIDES_ENV])})
     layered.update({k: v for k, v in (overrides or {}).items() if v is not None})
     for (section, key), value in layered.items():
         if value is None:
@@ -601,6 +593,24 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
                 sec = data[section] = {}
             sec[key] = value
     return config_from_dict(data)
+
+
+def _read_file(path: str, env: dict[str, str] | None) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        if env is not None:
+            text = expand_env_refs(text, env)
+        loaded = yaml.safe_load(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except ExpandError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return loaded or {}
 
 
 def to_plain(cfg: Config) -> dict:
