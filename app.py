@@ -1,13 +1,12 @@
 """logstore: create_app(config) -> Litestar, the module-level `app` for granian, and main().
 
 `granian --interface asgi app:app` reads its configuration from $LOGSTORE_CONFIG and the
-LOGSTORE_* environment variables; `logstore serve --config FILE --port N ...` sets those and
+LOGSTORE_* environment variables; `logstore -config.file=FILE ...` (cli.py) sets those and
 starts granian itself.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -167,45 +166,9 @@ def _module_app() -> Litestar | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="logstore", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command")
-    for name, help_text in (("serve", "run the HTTP server"),
-                            ("migrate", "apply database migrations and exit"),
-                            ("config", "print the effective configuration and exit")):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("--config", help="YAML configuration file (Loki-shaped)")
-        p.add_argument("--data-dir", help="where the database lives (common.path_prefix)")
-        p.add_argument("--log-level", choices=config_module.LOG_LEVELS)
-        if name == "serve":
-            p.add_argument("--host", help="listen address (server.http_listen_address)")
-            p.add_argument("--port", type=int, help="listen port (server.http_listen_port)")
-    args = parser.parse_args(argv)
-    command = args.command or "serve"
-    overrides = {
-        ("common", "path_prefix"): getattr(args, "data_dir", None),
-        ("server", "log_level"): getattr(args, "log_level", None),
-        ("server", "http_listen_address"): getattr(args, "host", None),
-        ("server", "http_listen_port"): getattr(args, "port", None),
-    }
-    try:
-        cfg = config_module.load_config(getattr(args, "config", None), overrides=overrides)
-    except ConfigError as exc:
-        print(f"logstore: {exc}", file=sys.stderr)
-        return 1
-    if command == "config":
-        print(config_module.render_yaml(config_module.to_plain(cfg)), end="")
-        return 0
-    if command == "migrate":
-        from storage.db import DB_FILENAME, connect, migrate
-        os.makedirs(cfg.data_dir, exist_ok=True)
-        conn = connect(os.path.join(cfg.data_dir, DB_FILENAME), synchronous=cfg.storage.synchronous)
-        applied = migrate(conn)
-        print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"),
-              flush=True)
-        seal_backlog(conn, cfg)
-        conn.close()
-        return 0
-    return serve(cfg, getattr(args, "config", None))
+    """The `logstore` console script (cli.py)."""
+    from cli import main as cli_main
+    return cli_main(argv)
 
 
 def seal_backlog(conn: Any, cfg: Config) -> None:
