@@ -93,7 +93,8 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from services.runtime.base import State
     from services.runtime.wiring import build_services
 
-    cfg = cfg or config_module.load_config()
+    # under `logstore serve` the parent process has warned of ignored keys already
+    cfg = cfg or config_module.load_config(warn_ignored="LOGSTORE_SERVE_PID" not in os.environ)
     tune_process()
     # the one place limits_config is read: everything else asks a tenant's limits of the
     # Overrides built from it

@@ -110,13 +110,17 @@ class Command:
 def _serve(run: Run, cfg: Config) -> int:
     from app import serve
 
-    # the granian worker builds its config again from the environment: it gets the flags
-    # (over any it inherited) and the expand-env choice the same way
-    inherited = json.loads(os.environ.get(config_module.OVERRIDES_ENV) or "[]")
-    flags = [[section, key, value] for (section, key), value in run.overrides.items()]
-    os.environ[config_module.OVERRIDES_ENV] = json.dumps(inherited + flags)
-    os.environ[config_module.EXPAND_ENV_ENV] = "true" if run.expand_env else "false"
+    os.environ.update(worker_env(run, os.environ))
     return serve(cfg, run.config_path())
+
+
+def worker_env(run: Run, environ: Any) -> dict[str, str]:
+    """What the granian worker, which builds its config again from the environment, needs
+    to build the same one: the flags (over any it inherited) and the expand-env choice."""
+    inherited = json.loads(environ.get(config_module.OVERRIDES_ENV) or "[]")
+    flags = [[section, key, value] for (section, key), value in run.overrides.items()]
+    return {config_module.OVERRIDES_ENV: json.dumps(inherited + flags),
+            config_module.EXPAND_ENV_ENV: "true" if run.expand_env else "false"}
 
 
 def _migrate(run: Run, cfg: Config) -> int:

@@ -358,11 +358,11 @@ _SECTION_TYPES: dict[str, type] = {
 }
 
 
-def config_from_dict(data: dict | None) -> Config:
+def config_from_dict(data: dict | None, warn_ignored: bool = True) -> Config:
     report = KeyReport()
     checked = _check_keys(data or {}, Config, "", report)
     _raise_problems(report)
-    if report.ignored:
+    if report.ignored and warn_ignored:
         log.warning("ignoring Loki configuration keys logstore has no use for: %s",
                     ", ".join(sorted(report.ignored)))
     try:
@@ -560,7 +560,7 @@ EXPAND_ENV_ENV = "LOGSTORE_CONFIG_EXPAND_ENV"
 
 def load_config(path: str | None = None, env: dict[str, str] | None = None,
                 overrides: dict[tuple[str | None, str], Any] | None = None,
-                expand_env: bool | None = None) -> Config:
+                expand_env: bool | None = None, warn_ignored: bool = True) -> Config:
     """File (path or $LOGSTORE_CONFIG), then environment, then explicit overrides (flags).
     With `expand_env` (default: $LOGSTORE_CONFIG_EXPAND_ENV), ${VAR} references in the file
     are replaced from `env` first, as Loki's -config.expand-env does."""
@@ -592,7 +592,7 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
             if not isinstance(sec, dict):
                 sec = data[section] = {}
             sec[key] = value
-    return config_from_dict(data)
+    return config_from_dict(data, warn_ignored)
 
 
 def _read_file(path: str, env: dict[str, str] | None) -> dict:
