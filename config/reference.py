@@ -17,11 +17,14 @@ from typing import Any
 
 _FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loki_reference.json")
 
-# Loki accepts these although its reference does not show them (`doc:"hidden"`), and
-# logstore accepted the last one in earlier releases
+# Loki accepts the first three although its reference does not show them (`doc:"hidden"`);
+# earlier logstore releases accepted the others (Loki 2.x keys among them), so a file that
+# started logstore before still does
 _HIDDEN: dict[tuple[str, ...], Any] = {
     ("http_prefix",): None, ("internal_server",): None, ("compactor_client",): None,
-    ("storage", "writer_max_batch_rows"): None,
+    ("storage", "writer_max_batch_rows"): None, ("memberlist_kv",): None,
+    ("pattern_ingester_client",): None, ("cache_config",): None,
+    ("limits_config", "query_timeout_default"): None, ("compactor", "shared_store"): None,
 }
 
 MISSING = object()

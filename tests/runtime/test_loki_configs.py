@@ -12,6 +12,7 @@ import yaml
 import config as config_module
 from config import ConfigError, config_from_dict, load_config
 from config import reference
+from config.expand import expand_env
 
 LOKI_CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "loki-configs"
 
@@ -117,7 +118,7 @@ def test_loki_limits_in_a_tenant_override_are_ignored_not_refused():
     ("a$ b", {}, "a$ b"),
 ])
 def test_expand_env_forms(text, env, expected):
-    assert config_module.expand_env_refs(text, env) == expected
+    assert expand_env(text, env) == expected
 
 
 def test_expand_env_applies_only_when_asked(tmp_path):
