@@ -164,9 +164,11 @@ def parse(argv: list[str]) -> Run:
             positionals.append(arg)
             continue
         name, has_value, value = arg[2 if arg.startswith("--") else 1:].partition("=")
+        if not name or name[0] in "-=":
+            raise FlagError(f"bad flag syntax: {arg}")
         flag = _BY_NAME.get(name)
-        if flag is None or not name:
-            raise FlagError(f"flag provided but not defined: {arg.partition('=')[0]}")
+        if flag is None:
+            raise FlagError(f"flag provided but not defined: -{name}")
         if flag.kind is bool:
             flags[flag.name] = _parse_bool(value, name) if has_value else True
             continue

@@ -52,7 +52,7 @@ def test_version(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["-bogus"], "logstore: flag provided but not defined: -bogus\n"),
-    (["serve", "--nope=1"], "logstore: flag provided but not defined: --nope\n"),
+    (["serve", "--nope=1"], "logstore: flag provided but not defined: -nope\n"),
     (["-server.http-listen-port=http"],
      'logstore: invalid value "http" for flag -server.http-listen-port: parse error\n'),
     (["-config.expand-env=yes"],
