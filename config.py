@@ -35,6 +35,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     http_listen_address: str = "127.0.0.1"
     http_listen_port: int = 3100
     log_level: str = "info"
+    log_format: str = "logfmt"  # or "json": how logstore writes its own log lines
     # also answer Loki's own paths (/loki, /prometheus, /api/prom): its clients hard-code them
     loki_paths: bool = True
     # logstore's own: when set, the operational endpoints that change state (POST /log_level,
@@ -263,7 +264,7 @@ LOKI_ONLY_NESTED = {
     "storage": {"writer_max_batch_rows"},
     "server": {"grpc_listen_port", "grpc_listen_address", "grpc_server_max_recv_msg_size",
                "grpc_server_max_send_msg_size", "http_server_read_timeout",
-               "http_server_write_timeout", "http_server_idle_timeout", "log_format",
+               "http_server_write_timeout", "http_server_idle_timeout",
                "register_instrumentation", "graceful_shutdown_timeout", "http_path_prefix"},
     "common": {"storage", "replication_factor", "ring", "instance_addr", "instance_interface_names",
                "compactor_address", "compactor_grpc_address"},
@@ -506,6 +507,9 @@ def _retention_rules(value: Any, where: str = "limits_config.retention_stream") 
 def validate(cfg: Config) -> None:
     if cfg.server.log_level not in LOG_LEVELS:
         raise ConfigError(f"unrecognized log level {cfg.server.log_level!r}")
+    if cfg.server.log_format not in LOG_FORMATS:
+        raise ConfigError(f"unrecognized log format {cfg.server.log_format!r} "
+                          f"(server.log_format is one of {', '.join(LOG_FORMATS)})")
     if cfg.storage.synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ConfigError("storage.synchronous must be one of off, normal, full, extra")
     _validate_limits(cfg.limits_config, "limits_config")
@@ -553,12 +557,14 @@ def _validate_otlp(otlp: OtlpConfig, where: str = "limits_config.otlp_config") -
 
 
 LOG_LEVELS = ("debug", "info", "warn", "error")
+LOG_FORMATS = ("logfmt", "json")
 
 # environment variable -> (section, key); applied over the file, under the flags
 ENV_OVERRIDES = {
     "LOGSTORE_HOST": ("server", "http_listen_address"),
     "LOGSTORE_PORT": ("server", "http_listen_port"),
     "LOGSTORE_LOG_LEVEL": ("server", "log_level"),
+    "LOGSTORE_LOG_FORMAT": ("server", "log_format"),
     "LOGSTORE_DATA_DIR": ("common", "path_prefix"),
     "LOGSTORE_AUTH_ENABLED": (None, "auth_enabled"),
     "LOGSTORE_GRAFANA_ADMIN_PASSWORD": ("grafana", "admin_password"),
