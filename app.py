@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import config as config_module
 from config import Config, ConfigError
+from services.runtime import logs
 
 if TYPE_CHECKING:
     from litestar import Litestar
@@ -94,12 +95,14 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from services.runtime.base import State
     from services.runtime.wiring import build_services
 
-    cfg = cfg or config_module.load_config()
+    if cfg is None:
+        with logs.held():
+            cfg = config_module.load_config()
+    logs.configure(cfg.server.log_level, cfg.server.log_format)
     tune_process()
     # the one place limits_config is read: everything else asks a tenant's limits of the
     # Overrides built from it
     services = build_services(cfg, cfg.limits_config, admin.build_labels())
-    configure_logging(cfg.server.log_level)
     states = services.states
 
     @asynccontextmanager
@@ -116,9 +119,11 @@ def create_app(cfg: Config | None = None) -> Litestar:
             if hooks.start is not None:
                 await hooks.start()
         states.set_all(State.RUNNING)
+        log.info("logstore is ready", extra=_about(cfg))
         try:
             yield
         finally:
+            log.info("stopping logstore")
             states.stopping = True
             states.set_all(State.STOPPING)
             for hooks in services.lifecycle:
@@ -126,6 +131,7 @@ def create_app(cfg: Config | None = None) -> Litestar:
                     await hooks.stop()
             services.db.close()
             states.set_all(State.TERMINATED)
+            log.info("logstore stopped")
 
     handlers = with_loki_paths((h for module in route_modules() for h in module.handlers),
                                cfg.server.loki_paths)
@@ -145,20 +151,21 @@ def create_app(cfg: Config | None = None) -> Litestar:
     return app
 
 
-def configure_logging(level: str) -> None:
-    root = logging.getLogger("logstore")
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(
-            "level=%(levelname)s ts=%(asctime)s caller=%(name)s msg=%(message)r"))
-        root.addHandler(handler)
-        root.propagate = False
-    root.setLevel({"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-                   "error": logging.ERROR}[level])
+def _about(cfg: Config) -> dict[str, str]:
+    """The facts the startup lines carry as logfmt keys."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        running = version("logstore")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        running = "unknown"
+    return {"version": running,
+            "address": f"http://{cfg.server.http_listen_address}:{cfg.server.http_listen_port}",
+            "data_dir": os.path.abspath(cfg.data_dir)}
 
 
 def _module_app() -> Litestar | None:
     # granian imports `app:app`; a configuration error there should say what is wrong
+    logs.capture_warnings()
     try:
         return create_app()
     except ConfigError as exc:
@@ -188,10 +195,12 @@ def main(argv: list[str] | None = None) -> int:
         ("server", "http_listen_port"): getattr(args, "port", None),
     }
     try:
-        cfg = config_module.load_config(getattr(args, "config", None), overrides=overrides)
+        with logs.held():
+            cfg = config_module.load_config(getattr(args, "config", None), overrides=overrides)
     except ConfigError as exc:
         print(f"logstore: {exc}", file=sys.stderr)
         return 1
+    logs.configure(cfg.server.log_level, cfg.server.log_format)
     if command == "config":
         print(config_module.render_yaml(config_module.to_plain(cfg)), end="")
         return 0
@@ -252,14 +261,15 @@ def serve(cfg: Config, config_path: str | None) -> int:
     os.environ["LOGSTORE_PORT"] = str(cfg.server.http_listen_port)
     os.environ["LOGSTORE_DATA_DIR"] = os.path.abspath(cfg.data_dir)
     os.environ["LOGSTORE_LOG_LEVEL"] = cfg.server.log_level
-    print(f"logstore listening on http://{cfg.server.http_listen_address}:"
-          f"{cfg.server.http_listen_port} with data in {os.path.abspath(cfg.data_dir)}",
-          file=sys.stderr, flush=True)
+    os.environ["LOGSTORE_LOG_FORMAT"] = cfg.server.log_format
+    logs.capture_warnings()
+    log.info("starting logstore", extra=_about(cfg))
     # /ingester/shutdown?terminate=true stops this process (services/upkeep/shutdown.py)
     os.environ["LOGSTORE_SERVE_PID"] = str(os.getpid())
     # one worker: SQLite has one writer, and group commit needs every push in one process
     Granian("app:app", address=cfg.server.http_listen_address, port=cfg.server.http_listen_port,
             interface=Interfaces.ASGI, workers=1, log_level=_granian_level(cfg.server.log_level),
+            log_dictconfig=logs.granian_dictconfig(cfg.server.log_format),
             websockets=True).serve()
     return 0
 
