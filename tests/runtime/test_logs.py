@@ -158,3 +158,15 @@ def test_a_servers_own_output_reads_back_through_logfmt(make_server, tmp_path):
     assert "stopping logstore" in msgs and "logstore stopped" in msgs
     assert "Granian shutdown completed, see ya!" in msgs
     assert any(m.startswith("created the Grafana API admin.") for m in msgs)
+
+
+def test_a_json_server_writes_only_json_lines(make_server):
+    # granian's lines in the serve process and in its worker, and logstore's: all JSON
+    server = make_server({"server": {"log_format": "json"}})
+    server.stop()
+    assert server.proc.returncode == 0
+    lines = [json.loads(line) for line in server.log_path.read_text().splitlines()]
+    msgs = [obj["msg"] for obj in lines]
+    assert "starting logstore" in msgs and "logstore stopped" in msgs
+    assert "Granian shutdown completed, see ya!" in msgs
+    assert all(list(obj)[:4] == ["level", "ts", "caller", "msg"] for obj in lines)
