@@ -32,9 +32,6 @@ class StderrHandler(logging.StreamHandler):
     """Writes to the sys.stderr of the moment, not the one at creation: a test capturing
     stderr (or anything else that swaps it) sees the lines."""
 
-    def __init__(self) -> None:
-        super().__init__()
-
     @property  # type: ignore[override]
     def stream(self) -> Any:
         return sys.stderr
@@ -49,8 +46,8 @@ def _loki_keys(_logger: Any, _name: str, event_dict: dict) -> dict:
     values (added before this by ExtraAdder) after them."""
     record: logging.LogRecord = event_dict.pop("_record")
     event_dict.pop("_from_structlog", None)
-    created = record.created
-    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(record.msecs):03d}Z"
+    ts = (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+          + f".{int(record.msecs):03d}Z")
     out = {
         "level": _LEVEL_NAMES.get(record.levelno, record.levelname.lower()),
         "ts": ts,
@@ -86,16 +83,13 @@ def _logfmt_key(key: str) -> str:
 
 def formatter(log_format: str = "logfmt") -> logging.Formatter:
     """The formatter of every logstore log line; `log_format` is "logfmt" or "json"."""
-    renderer = (structlog.processors.JSONRenderer(ensure_ascii=False, separators=(",", ":")) if log_format == "json"
-                else render_logfmt)
+    renderer = (structlog.processors.JSONRenderer(ensure_ascii=False, separators=(",", ":"))
+                if log_format == "json" else render_logfmt)
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.ExtraAdder(), _loki_keys],
         processors=[structlog.processors.format_exc_info,
                     structlog.processors.StackInfoRenderer(),
-                    renderer],
-        # `caller` and `ts` come from the record, so structlog's own loggers are not needed
-        pass_foreign_args=False,
-    )
+                    renderer])
 
 
 class _Held(logging.Handler):
@@ -121,6 +115,7 @@ def held() -> Iterator[None]:
     if not any(isinstance(h, _Held) for h in logger.handlers):
         logger.addHandler(_Held())
     logger.propagate = False
+    logger.setLevel(logging.DEBUG)  # configure() filters by the configured level
     try:
         yield
     except BaseException:
