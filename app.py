@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import config as config_module
 from config import Config, ConfigError
+from services.runtime import logs
 
 if TYPE_CHECKING:
     from litestar import Litestar
@@ -93,13 +94,16 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from services.runtime.base import State
     from services.runtime.wiring import build_services
 
-    # under `logstore serve` the parent process has warned of ignored keys already
-    cfg = cfg or config_module.load_config(warn_ignored="LOGSTORE_SERVE_PID" not in os.environ)
+    if cfg is None:
+        with logs.held():
+            # under `logstore serve` the parent process has warned of ignored keys already
+            cfg = config_module.load_config(
+                warn_ignored="LOGSTORE_SERVE_PID" not in os.environ)
+    logs.configure(cfg.server.log_level, cfg.server.log_format)
     tune_process()
     # the one place limits_config is read: everything else asks a tenant's limits of the
     # Overrides built from it
     services = build_services(cfg, cfg.limits_config, admin.build_labels())
-    configure_logging(cfg.server.log_level)
     states = services.states
 
     @asynccontextmanager
@@ -116,9 +120,11 @@ def create_app(cfg: Config | None = None) -> Litestar:
             if hooks.start is not None:
                 await hooks.start()
         states.set_all(State.RUNNING)
+        log.info("logstore is ready", extra=_about(cfg))
         try:
             yield
         finally:
+            log.info("stopping logstore")
             states.stopping = True
             states.set_all(State.STOPPING)
             for hooks in services.lifecycle:
@@ -126,6 +132,7 @@ def create_app(cfg: Config | None = None) -> Litestar:
                     await hooks.stop()
             services.db.close()
             states.set_all(State.TERMINATED)
+            log.info("logstore stopped")
 
     handlers = with_loki_paths((h for module in route_modules() for h in module.handlers),
                                cfg.server.loki_paths)
@@ -145,20 +152,19 @@ def create_app(cfg: Config | None = None) -> Litestar:
     return app
 
 
-def configure_logging(level: str) -> None:
-    root = logging.getLogger("logstore")
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(
-            "level=%(levelname)s ts=%(asctime)s caller=%(name)s msg=%(message)r"))
-        root.addHandler(handler)
-        root.propagate = False
-    root.setLevel({"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-                   "error": logging.ERROR}[level])
+def _about(cfg: Config) -> dict[str, str]:
+    """The facts the startup lines carry as logfmt keys."""
+    from cli import logstore_version
+
+    running = logstore_version()
+    return {"version": running,
+            "address": f"http://{cfg.server.http_listen_address}:{cfg.server.http_listen_port}",
+            "data_dir": os.path.abspath(cfg.data_dir)}
 
 
 def _module_app() -> Litestar | None:
     # granian imports `app:app`; a configuration error there should say what is wrong
+    logs.capture_warnings()
     try:
         return create_app()
     except ConfigError as exc:
@@ -216,14 +222,15 @@ def serve(cfg: Config, config_path: str | None) -> int:
     os.environ["LOGSTORE_PORT"] = str(cfg.server.http_listen_port)
     os.environ["LOGSTORE_DATA_DIR"] = os.path.abspath(cfg.data_dir)
     os.environ["LOGSTORE_LOG_LEVEL"] = cfg.server.log_level
-    print(f"logstore listening on http://{cfg.server.http_listen_address}:"
-          f"{cfg.server.http_listen_port} with data in {os.path.abspath(cfg.data_dir)}",
-          file=sys.stderr, flush=True)
+    os.environ["LOGSTORE_LOG_FORMAT"] = cfg.server.log_format
+    logs.capture_warnings()
+    log.info("starting logstore", extra=_about(cfg))
     # /ingester/shutdown?terminate=true stops this process (services/upkeep/shutdown.py)
     os.environ["LOGSTORE_SERVE_PID"] = str(os.getpid())
     # one worker: SQLite has one writer, and group commit needs every push in one process
     Granian("app:app", address=cfg.server.http_listen_address, port=cfg.server.http_listen_port,
             interface=Interfaces.ASGI, workers=1, log_level=_granian_level(cfg.server.log_level),
+            log_dictconfig=logs.granian_dictconfig(cfg.server.log_format),
             websockets=True).serve()
     return 0
 

@@ -272,11 +272,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"logstore: -target={target}: logstore runs every component in one process, "
               "only -target=all is supported", file=sys.stderr)
         return 1
+    from services.runtime import logs
+
     try:
-        cfg = run.load()
+        # warnings found while reading the config wait for its log format
+        with logs.held():
+            cfg = run.load()
     except ConfigError as exc:
         print(f"logstore: {exc}", file=sys.stderr)
         return 1
+    logs.configure(cfg.server.log_level, cfg.server.log_format)
     if run.flags.get("print-config-stderr"):
         print(config_module.render_yaml(config_module.to_plain(cfg)), end="", file=sys.stderr,
               flush=True)

@@ -36,6 +36,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     http_listen_address: str = "127.0.0.1"
     http_listen_port: int = 3100
     log_level: str = "info"
+    log_format: str = "logfmt"  # or "json": how logstore writes its own log lines
     # also answer Loki's own paths (/loki, /prometheus, /api/prom): its clients hard-code them
     loki_paths: bool = True
     # logstore's own: when set, the operational endpoints that change state (POST /log_level,
@@ -489,6 +490,9 @@ def _retention_rules(value: Any, where: str = "limits_config.retention_stream") 
 def validate(cfg: Config) -> None:
     if cfg.server.log_level not in LOG_LEVELS:
         raise ConfigError(f"unrecognized log level {cfg.server.log_level!r}")
+    if cfg.server.log_format not in LOG_FORMATS:
+        raise ConfigError(f"unrecognized log format {cfg.server.log_format!r} "
+                          f"(server.log_format is one of {', '.join(LOG_FORMATS)})")
     if cfg.storage.synchronous.lower() not in ("off", "normal", "full", "extra"):
         raise ConfigError("storage.synchronous must be one of off, normal, full, extra")
     _validate_limits(cfg.limits_config, "limits_config")
@@ -536,6 +540,7 @@ def _validate_otlp(otlp: OtlpConfig, where: str = "limits_config.otlp_config") -
 
 
 LOG_LEVELS = ("debug", "info", "warn", "error")
+LOG_FORMATS = ("logfmt", "json")
 
 
 # where a config comes from (file, environment, flags) and how it is printed: config/loading.py

@@ -19,6 +19,7 @@ ENV_OVERRIDES = {
     "LOGSTORE_HOST": ("server", "http_listen_address"),
     "LOGSTORE_PORT": ("server", "http_listen_port"),
     "LOGSTORE_LOG_LEVEL": ("server", "log_level"),
+    "LOGSTORE_LOG_FORMAT": ("server", "log_format"),
     "LOGSTORE_DATA_DIR": ("common", "path_prefix"),
     "LOGSTORE_AUTH_ENABLED": (None, "auth_enabled"),
     "LOGSTORE_GRAFANA_ADMIN_PASSWORD": ("grafana", "admin_password"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import sys
 from typing import Any, Callable, TypeVar
 
 from config import GrafanaConfig
@@ -59,11 +58,12 @@ class GrafanaService:
                                     GENERATED_PASSWORD_ITERATIONS if generated
                                     else PBKDF2_ITERATIONS)
         if created and generated:
-            # shown once: the database keeps only a hash
-            print(f"logstore: created the Grafana API admin. Log in with user "
-                  f"'{login}' and password '{password}' (HTTP Basic auth on /api/...). "
-                  "This password is shown only now; change it with PUT /api/user/password.",
-                  file=sys.stderr, flush=True)
+            # shown once: the database keeps only a hash. So it is written whatever the log
+            # level: at info, or at the configured level when that is higher
+            log.log(max(logging.INFO, log.getEffectiveLevel()),
+                    "created the Grafana API admin. Log in with user '%s' and password '%s' "
+                    "(HTTP Basic auth on /api/...). This password is shown only now; change "
+                    "it with PUT /api/user/password.", login, password)
         elif created:
             log.info("created the Grafana API admin %r with the configured password", login)
 

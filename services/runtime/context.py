@@ -4,12 +4,12 @@ tenant rules every route applies to a request."""
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from typing import Mapping, Protocol
 
 from config import Config
+from services.runtime import logs
 from services.runtime.base import Lifecycle, ServiceRegistry
 from services.upkeep.compactor import Compactor, RetentionPolicy
 from services.upkeep.deletes import Deletions
@@ -94,9 +94,7 @@ class Services:
 
     def set_log_level(self, level: str) -> None:
         self.config.server.log_level = level
-        logging.getLogger("logstore").setLevel(
-            {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-             "error": logging.ERROR}[level])
+        logs.set_level(level)
 
 
 def check_tenant_id(tenant: str, newline: bool = False) -> None:
