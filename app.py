@@ -196,10 +196,16 @@ def main(argv: list[str] | None = None) -> int:
         print(config_module.render_yaml(config_module.to_plain(cfg)), end="")
         return 0
     if command == "migrate":
-        from storage.db import DB_FILENAME, connect, migrate
-        os.makedirs(cfg.data_dir, exist_ok=True)
-        conn = connect(os.path.join(cfg.data_dir, DB_FILENAME), synchronous=cfg.storage.synchronous)
-        applied = migrate(conn)
+        from storage.db import DB_FILENAME, DatabaseTooNew, connect, migrate
+        from storage.dir_lock import DataDirInUse, DataDirLock
+        try:
+            DataDirLock(cfg.data_dir).acquire()  # held until this process exits
+            conn = connect(os.path.join(cfg.data_dir, DB_FILENAME),
+                           synchronous=cfg.storage.synchronous)
+            applied = migrate(conn)
+        except (DataDirInUse, DatabaseTooNew) as exc:
+            print(f"logstore: {exc}", file=sys.stderr)
+            return 1
         print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"),
               flush=True)
         seal_backlog(conn, cfg)
@@ -245,6 +251,16 @@ def serve(cfg: Config, config_path: str | None) -> int:
     from granian import Granian
     from granian.constants import Interfaces
 
+    from storage.db import DB_FILENAME, DatabaseTooNew, check_not_newer
+    from storage.dir_lock import DataDirInUse, DataDirLock
+
+    # refused here, with exit code 1, rather than in the worker once granian runs
+    try:
+        DataDirLock(cfg.data_dir).hold_for_workers()  # held until this process exits
+        check_not_newer(os.path.join(cfg.data_dir, DB_FILENAME))
+    except (DataDirInUse, DatabaseTooNew) as exc:
+        print(f"logstore: {exc}", file=sys.stderr)
+        return 1
     # the worker process imports app:app and rebuilds the config from these
     if config_path:
         os.environ["LOGSTORE_CONFIG"] = os.path.abspath(config_path)
