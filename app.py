@@ -171,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command")
     for name, help_text in (("serve", "run the HTTP server"),
                             ("migrate", "apply database migrations and exit"),
-                            ("config", "print the effective configuration and exit")):
+                            ("config", "print the effective configuration and exit"),
+                            ("backup", "copy the database, while it serves, into a new data "
+                                       "directory DEST")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--config", help="YAML configuration file (Loki-shaped)")
         p.add_argument("--data-dir", help="where the database lives (common.path_prefix)")
@@ -179,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         if name == "serve":
             p.add_argument("--host", help="listen address (server.http_listen_address)")
             p.add_argument("--port", type=int, help="listen port (server.http_listen_port)")
+        if name == "backup":
+            p.add_argument("dest", metavar="DEST", help="a new or empty directory")
+            p.add_argument("--max-rate", type=_size_arg, default=0, metavar="SIZE",
+                           help="copy at most this much a second (e.g. 50MB; default: no cap)")
     args = parser.parse_args(argv)
     command = args.command or "serve"
     overrides = {
@@ -195,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     if command == "config":
         print(config_module.render_yaml(config_module.to_plain(cfg)), end="")
         return 0
+    if command == "backup":
+        from storage.backup import backup_command
+        return backup_command(cfg.data_dir, args.dest, args.max_rate)
     if command == "migrate":
         from storage.db import DB_FILENAME, DatabaseTooNew, connect, migrate
         from storage.dir_lock import DataDirInUse, DataDirLock
@@ -278,6 +287,13 @@ def serve(cfg: Config, config_path: str | None) -> int:
             interface=Interfaces.ASGI, workers=1, log_level=_granian_level(cfg.server.log_level),
             websockets=True).serve()
     return 0
+
+
+def _size_arg(text: str) -> int:
+    try:
+        return config_module.parse_size(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _granian_level(level: str) -> Any:
