@@ -66,6 +66,10 @@ def backup(data_dir: str, dest: str, *, max_rate: int = 0,
     source = connect(source_path, readonly=True)
     target = None
     try:
+        target = sqlite3.connect(partial, isolation_level=None)
+        # no journal, no syncs: the file is only a database once renamed, after one fsync
+        target.execute("PRAGMA journal_mode = OFF")
+        target.execute("PRAGMA synchronous = OFF")
         source.execute("BEGIN")
         # the snapshot is taken at the first read, and every step below reads it
         source.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -73,10 +77,6 @@ def backup(data_dir: str, dest: str, *, max_rate: int = 0,
         page_size = source.execute("PRAGMA page_size").fetchone()[0]
         if started is not None:
             started(pages, page_size)
-        target = sqlite3.connect(partial, isolation_level=None)
-        # no journal, no syncs: the file is only a database once renamed, after one fsync
-        target.execute("PRAGMA journal_mode = OFF")
-        target.execute("PRAGMA synchronous = OFF")
 
         def step(_status: int, remaining: int, total: int) -> None:
             done = total - remaining
