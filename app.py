@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--host", help="listen address (server.http_listen_address)")
             p.add_argument("--port", type=int, help="listen port (server.http_listen_port)")
         if name == "backup":
-            p.add_argument("dest", metavar="DEST", help="a new or empty directory")
+            p.add_argument("dest", metavar="DEST", help="a directory without a logstore.db")
             p.add_argument("--max-rate", type=_size_arg, default=0, metavar="SIZE",
                            help="copy at most this much a second (e.g. 50MB; default: no cap)")
     args = parser.parse_args(argv)
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             conn = connect(os.path.join(cfg.data_dir, DB_FILENAME),
                            synchronous=cfg.storage.synchronous)
             applied = migrate(conn)
-        except (DataDirInUse, DatabaseTooNew) as exc:
+        except (DataDirInUse, DatabaseTooNew, OSError) as exc:
             print(f"logstore: {exc}", file=sys.stderr)
             return 1
         print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"),
@@ -267,7 +267,7 @@ def serve(cfg: Config, config_path: str | None) -> int:
     try:
         DataDirLock(cfg.data_dir).hold_for_workers()  # held until this process exits
         check_not_newer(os.path.join(cfg.data_dir, DB_FILENAME))
-    except (DataDirInUse, DatabaseTooNew) as exc:
+    except (DataDirInUse, DatabaseTooNew, OSError) as exc:
         print(f"logstore: {exc}", file=sys.stderr)
         return 1
     # the worker process imports app:app and rebuilds the config from these
