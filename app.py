@@ -215,6 +215,16 @@ def serve(cfg: Config, config_path: str | None) -> int:
     from granian import Granian
     from granian.constants import Interfaces
 
+    from storage.db import DB_FILENAME, DatabaseTooNew, check_not_newer
+    from storage.dir_lock import DataDirInUse, DataDirLock
+
+    # refused here, with exit code 1, rather than in the worker once granian runs
+    try:
+        DataDirLock(cfg.data_dir).hold_for_workers()  # held until this process exits
+        check_not_newer(os.path.join(cfg.data_dir, DB_FILENAME))
+    except (DataDirInUse, DatabaseTooNew, OSError) as exc:
+        print(f"logstore: {exc}", file=sys.stderr)
+        return 1
     # the worker process imports app:app and rebuilds the config from these
     if config_path:
         os.environ["LOGSTORE_CONFIG"] = os.path.abspath(config_path)

@@ -57,6 +57,8 @@ FLAGS = (
          "'all' is accepted."),
     Flag("print-config-stderr", "Print the effective configuration as YAML to stderr at "
          "start.", bool),
+    Flag("max-rate", "backup: copy at most this much a second (e.g. 50MB; default: no "
+         "cap), to spare the serving process's disk."),
     Flag("version", "Print logstore's version and exit.", bool),
     Flag("help", "Print this usage and exit.", bool, aliases=("h",)),
 )
@@ -125,15 +127,33 @@ def worker_env(run: Run, environ: Any) -> dict[str, str]:
 
 def _migrate(run: Run, cfg: Config) -> int:
     from app import seal_backlog
-    from storage.db import DB_FILENAME, connect, migrate
+    from storage.db import DB_FILENAME, DatabaseTooNew, connect, migrate
+    from storage.dir_lock import DataDirInUse, DataDirLock
 
-    os.makedirs(cfg.data_dir, exist_ok=True)
-    conn = connect(os.path.join(cfg.data_dir, DB_FILENAME), synchronous=cfg.storage.synchronous)
-    applied = migrate(conn)
+    try:
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        DataDirLock(cfg.data_dir).acquire()  # held until this process exits
+        conn = connect(os.path.join(cfg.data_dir, DB_FILENAME),
+                       synchronous=cfg.storage.synchronous)
+        applied = migrate(conn)
+    except (DataDirInUse, DatabaseTooNew, OSError) as exc:
+        print(f"logstore: {exc}", file=sys.stderr)
+        return 1
     print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"), flush=True)
     seal_backlog(conn, cfg)
     conn.close()
     return 0
+
+
+def _backup(run: Run, cfg: Config) -> int:
+    from storage.backup import backup_command
+
+    try:
+        max_rate = config_module.parse_size(run.flags.get("max-rate", 0))
+    except ConfigError as exc:
+        print(f"logstore: -max-rate: {exc}", file=sys.stderr)
+        return EXIT_FLAG_ERROR
+    return backup_command(cfg.data_dir, run.args[0], max_rate)
 
 
 def _print_config(run: Run, cfg: Config) -> int:
@@ -145,6 +165,8 @@ COMMANDS = {c.name: c for c in (
     Command("serve", "run the server (the default)", _serve),
     Command("migrate", "apply database migrations, seal the backlog and exit", _migrate),
     Command("config", "print the effective configuration as YAML and exit", _print_config),
+    Command("backup", "copy the database, consistent while it serves, into DEST, a new data "
+            "directory", _backup, args=("DEST",)),
 )}
 DEFAULT_COMMAND = "serve"
 

@@ -22,6 +22,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
+from storage.dir_lock import DataDirLock
+
 log = logging.getLogger("logstore.db")
 
 T = TypeVar("T")
@@ -67,8 +69,49 @@ def migration_files() -> list[tuple[int, str, str]]:
     return found
 
 
+class DatabaseTooNew(Exception):
+    """The database records migrations this logstore does not have: a newer one wrote it."""
+
+    def __init__(self, path: str, unknown: list[str]):
+        self.unknown = unknown
+        super().__init__(
+            f"the database {path} was migrated by a newer logstore: it records "
+            f"{'migrations' if len(unknown) > 1 else 'migration'} {', '.join(unknown)}, which "
+            f"this logstore does not know. Run a newer logstore on it, or restore a backup "
+            f"made before the upgrade; the database was left unchanged")
+
+
+def refuse_newer(conn: sqlite3.Connection) -> None:
+    """Raise DatabaseTooNew when schema_version records a migration that is not in
+    migrations/. It only reads: an older binary must not write into a newer schema (its
+    queries may miss new columns' meaning, its writes skip what new triggers expect)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                    "AND name = 'schema_version'").fetchone() is None:
+        return
+    known = {version for version, _, _ in migration_files()}
+    unknown = [name for version, name in conn.execute(
+        "SELECT version, name FROM schema_version ORDER BY version") if version not in known]
+    if unknown:
+        path = conn.execute("PRAGMA database_list").fetchone()[2]
+        raise DatabaseTooNew(path, unknown)
+
+
+def check_not_newer(path: str) -> None:
+    """refuse_newer() on the file at `path` (if there is one) through a read-only
+    connection: `logstore serve` asks before it starts the server."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    conn = connect(path, readonly=True)
+    try:
+        refuse_newer(conn)
+    finally:
+        conn.close()
+
+
 def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply every migration not yet recorded in schema_version; return the names applied."""
+    """Apply every migration not yet recorded in schema_version; return the names applied.
+    Raises DatabaseTooNew, before writing anything, for a database from a newer logstore."""
+    refuse_newer(conn)
     conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
                  "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
     done = {row[0] for row in conn.execute("SELECT version FROM schema_version")}
@@ -147,6 +190,7 @@ class Database:
     def __init__(self, data_dir: str, *, synchronous: str = "full", read_connections: int = 4):
         os.makedirs(data_dir, exist_ok=True)
         self.path = os.path.join(data_dir, DB_FILENAME)
+        self.lock = DataDirLock(data_dir)
         self.synchronous = synchronous
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -165,9 +209,19 @@ class Database:
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> list[str]:
-        conn = connect(self.path, synchronous=self.synchronous)
-        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
-        applied = migrate(conn)
+        """Raises DataDirInUse when another process has the data directory, DatabaseTooNew
+        for a database from a newer logstore."""
+        self.lock.acquire()
+        conn = None
+        try:
+            conn = connect(self.path, synchronous=self.synchronous)
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+            applied = migrate(conn)
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            self.lock.release()
+            raise
         self._writer_conn = conn
         self._writer = threading.Thread(target=self._write_loop, name="logstore-writer",
                                         daemon=True)
@@ -192,6 +246,7 @@ class Database:
                 pass
             self._writer_conn.close()
             self._writer_conn = None
+        self.lock.release()
 
     # -- writes ----------------------------------------------------------------------------
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
