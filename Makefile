@@ -10,7 +10,7 @@ PYTHON_DIST ?= $(BIN)/python
 PY_TAG   = import platform, sys; print("cp%d%d-%s" % (*sys.version_info[:2], platform.machine()))
 DIST_TAG = $(shell $(PYTHON_DIST) -c '$(PY_TAG)' 2>/dev/null)
 HOST_TAG = $(shell $(BIN)/python -c '$(PY_TAG)')
-DIST_PY  = $(shell $(PYTHON_DIST) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')
+DIST_PY  = $(shell $(PYTHON_DIST) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)
 
 .PHONY: run test install dist proto bench clean
 
@@ -47,10 +47,12 @@ test: $(VENV)/.installed-test $(VENV)/.installed-dev
 # come from the target interpreter's own pip (a throwaway venv's if it has none), so they
 # match its version and platform; dist/logstore.pyz is the build for the venv's Python.
 dist: $(VENV)/.installed-dev
-	@test -n "$(DIST_TAG)" || { echo "make dist: '$(PYTHON_DIST)' is no Python interpreter" >&2; exit 2; }
+	@test -n "$(DIST_TAG)" || { echo "make dist: '$(PYTHON_DIST)' is no Python interpreter" >&2; \
+	    exit 2; }
 	rm -rf build/pyz-$(DIST_TAG) build/venv-$(DIST_TAG) && mkdir -p dist
 	if $(PYTHON_DIST) -m pip --version >/dev/null 2>&1; then pip="$(PYTHON_DIST) -m pip"; \
-	else $(PYTHON_DIST) -m venv build/venv-$(DIST_TAG) && pip="build/venv-$(DIST_TAG)/bin/python -m pip"; fi; \
+	else $(PYTHON_DIST) -m venv build/venv-$(DIST_TAG) \
+	    && pip="build/venv-$(DIST_TAG)/bin/python -m pip"; fi; \
 	$$pip install -q --disable-pip-version-check --target build/pyz-$(DIST_TAG) --no-compile .
 	$(BIN)/shiv --site-packages build/pyz-$(DIST_TAG) --compressed -p '/usr/bin/env $(DIST_PY)' \
 	    --preamble deploy/pyz_preamble.py -e app:main -o dist/logstore-$(DIST_TAG).pyz --reproducible
