@@ -75,6 +75,7 @@ NEEDS = {
     "prometheus-alertmanager": "apt-get install -y prometheus-alertmanager",
     "prometheus": "apt-get install -y prometheus",
     "make": "apt-get install -y make",
+    "systemd-analyze": "apt-get install -y systemd",  # verifies deploy/logstore.service
 }
 
 
