@@ -15,14 +15,11 @@ import asyncio
 import statistics
 import sys
 import time
-from types import SimpleNamespace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app import _timing_middleware  # noqa: E402
-from routes.loki import push  # noqa: E402
-from routes.paths import with_loki_paths  # noqa: E402
+from routes.timing import timed  # noqa: E402
 from services.runtime.metrics import Metrics  # noqa: E402
 
 
@@ -53,9 +50,9 @@ def main() -> None:
     args = parser.parse_args()
     # what Litestar's router leaves in the scope of a routed push
     scope = {"type": "http", "method": "POST", "path": "/loki/api/v1/push",
-             "route_handler": with_loki_paths(push.handlers, True)[0]}
-    metrics = Metrics(lambda: 0, build={"version": "bench"})
-    app = _timing_middleware(SimpleNamespace(metrics=metrics))(answer)
+             "path_template": "/loki/api/v1/push", "path_params": {}}
+    metrics = Metrics(lambda: 0, lambda: 0, build={"version": "b"}, loki_build={"version": "b"})
+    app = timed(answer, metrics)
     added = []
     for _ in range(args.runs):
         bare = asyncio.run(per_request(answer, scope, args.requests))

@@ -52,7 +52,7 @@ def test_metrics_count_pushed_lines(client):
     assert "logstore_sqlite_size_bytes " in text
     assert "logstore_writer_commits_total " in text
     assert 'logstore_request_duration_seconds_count{method="POST",' \
-           'route="/logstore/api/v1/push",status_code="204"} 1.0' in text
+           'route="loki_api_v1_push",status_code="204"} 1.0' in text
     assert "process_resident_memory_bytes" in text
 
 
