@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from services.runtime.metrics import ScrapeCollector, counter
+from services.runtime.metrics import ScrapeCollector, counter, gauge
 
 MB = 1024 * 1024
 IDLE_NS = 30 * 60 * 10**9
@@ -78,6 +78,12 @@ class IngestLimits:
         acc[0] += lines
         acc[1] += size
 
+    def active_streams(self) -> list[tuple[list[str], int]]:
+        """(tenant, streams pushed to within the idle period) for every tenant."""
+        since = self.wall() - IDLE_NS
+        return [([tenant], sum(1 for seen in streams.values() if seen >= since))
+                for tenant, streams in sorted(self._active.items())]
+
     def check_tenant(self, tenant: str, lines: int, size: int) -> str | None:
         """The 429 text when the whole push is over the tenant's rate, else None."""
         lim = self.limits_of(tenant)
@@ -120,8 +126,13 @@ def collector(limits: IngestLimits) -> ScrapeCollector:
         return lambda: [([reason, tenant], counts[pick])
                         for (tenant, reason), counts in sorted(limits.discarded.items())]
 
+    lines, size = "Lines refused by an ingest limit.", "Bytes refused by an ingest limit."
+    # the same numbers under Loki's names, which loki-mixin's panels read
     return ScrapeCollector(
-        counter("logstore_discarded_samples", "Lines refused by an ingest limit.",
-                discarded(0), labels=["reason", "tenant"]),
-        counter("logstore_discarded_bytes", "Bytes refused by an ingest limit.",
-                discarded(1), labels=["reason", "tenant"]))
+        counter("logstore_discarded_samples", lines, discarded(0), labels=["reason", "tenant"]),
+        counter("logstore_discarded_bytes", size, discarded(1), labels=["reason", "tenant"]),
+        counter("loki_discarded_samples", lines, discarded(0), labels=["reason", "tenant"]),
+        counter("loki_discarded_bytes", size, discarded(1), labels=["reason", "tenant"]),
+        gauge("loki_ingester_memory_streams",
+              "Streams pushed to in the last 30 minutes, per tenant (Loki's ingesters keep a "
+              "stream in memory that long).", limits.active_streams, labels=["tenant"]))
