@@ -65,7 +65,9 @@ class IngestLimits:
         self._tenants: dict[str, Bucket] = {}
         self._streams: dict[tuple[str, str], Bucket] = {}
         self._active: dict[str, dict[str, int]] = {}   # tenant -> canonical -> last push ns
-        self.discarded: dict[tuple[str, str], list[int]] = {}  # (tenant, reason) -> [lines, bytes]
+        # (tenant, reason) -> [lines, bytes]: what these limits refused, and what push's
+        # validation refused (Ingester.push counts those here: one table for /metrics)
+        self.discarded: dict[tuple[str, str], list[int]] = {}
 
     def _bucket(self, table: dict, key: Any, rate: float, burst: float) -> Bucket:
         b = table.get(key)
@@ -73,7 +75,7 @@ class IngestLimits:
             b = table[key] = Bucket(rate, burst, burst, self.clock())
         return b
 
-    def _discard(self, tenant: str, reason: str, lines: int, size: int) -> None:
+    def count_discarded(self, tenant: str, reason: str, lines: int, size: int) -> None:
         acc = self.discarded.setdefault((tenant, reason), [0, 0])
         acc[0] += lines
         acc[1] += size
@@ -93,7 +95,7 @@ class IngestLimits:
         burst = max(lim.ingestion_burst_size_mb * MB, rate)
         if self._bucket(self._tenants, tenant, rate, burst).allow(size, self.clock()):
             return None
-        self._discard(tenant, "rate_limited", lines, size)
+        self.count_discarded(tenant, "rate_limited", lines, size)
         return RATE_TEXT.format(tenant=tenant, limit=int(rate), lines=lines, bytes=size)
 
     def check_stream(self, tenant: str, canonical: str, lines: int, size: int) -> str | None:
@@ -107,14 +109,14 @@ class IngestLimits:
                 if now - seen > IDLE_NS:
                     del active[name]
             if len(active) >= limit:
-                self._discard(tenant, "stream_limit", lines, size)
+                self.count_discarded(tenant, "stream_limit", lines, size)
                 return STREAMS_TEXT.format(labels=canonical, tenant=tenant)
         if lim.per_stream_rate_limit > 0:
             rate = float(lim.per_stream_rate_limit)
             burst = float(max(lim.per_stream_rate_limit_burst, lim.per_stream_rate_limit))
             if not self._bucket(self._streams, (tenant, canonical), rate,
                                 burst).allow(size, self.clock()):
-                self._discard(tenant, "per_stream_rate_limit", lines, size)
+                self.count_discarded(tenant, "per_stream_rate_limit", lines, size)
                 return STREAM_RATE_TEXT.format(limit=byte_size(lim.per_stream_rate_limit),
                                                labels=canonical, bytes=byte_size(size))
         active[canonical] = now
@@ -126,7 +128,8 @@ def collector(limits: IngestLimits) -> ScrapeCollector:
         return lambda: [([reason, tenant], counts[pick])
                         for (tenant, reason), counts in sorted(limits.discarded.items())]
 
-    lines, size = "Lines refused by an ingest limit.", "Bytes refused by an ingest limit."
+    lines = "Lines push refused (an ingest limit or validation), by Loki's reason."
+    size = "Bytes of the lines push refused (an ingest limit or validation), by Loki's reason."
     # the same numbers under Loki's names, which loki-mixin's panels read
     return ScrapeCollector(
         counter("logstore_discarded_samples", lines, discarded(0), labels=["reason", "tenant"]),

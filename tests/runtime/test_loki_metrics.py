@@ -3,6 +3,7 @@ in logstore_build_info, no `*_created` series (docs/metrics.md)."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -73,15 +74,23 @@ def test_lokis_families_count_pushed_and_discarded_lines(make_client):
     assert push(client, "/loki/api/v1/push", {"app": "b"}, ["1234", "5", "6"], "t1") \
         .status_code == 429
     assert push(client, "/loki/api/v1/push", {"app": "c"}, ["z"], "t2").status_code == 204
+    # validation refusals count too, under Loki's reasons: a day ahead is too far in the future
+    day_ahead = push_body({"app": "c"}, [[str(now_ns() + 86_400 * 10**9), "later"]])
+    r = client.post("/loki/api/v1/push", content=day_ahead,
+                    headers={**JSON_HEADERS, "X-Scope-OrgID": "t2"})
+    assert r.status_code == 400
+    assert "has timestamp too new" in r.text
     text = client.get("/metrics").text
     received = {'{tenant="t1"}': 2.0, '{tenant="t2"}': 1.0}
     assert series(text, "loki_distributor_lines_received_total") == received
     assert series(text, "loki_distributor_bytes_received_total") == \
         {'{tenant="t1"}': 5.0, '{tenant="t2"}': 1.0}
     assert series(text, "loki_discarded_samples_total") == \
-        {'{reason="stream_limit",tenant="t1"}': 3.0}
+        {'{reason="stream_limit",tenant="t1"}': 3.0,
+         '{reason="too_far_in_future",tenant="t2"}': 1.0}
     assert series(text, "loki_discarded_bytes_total") == \
-        {'{reason="stream_limit",tenant="t1"}': 6.0}
+        {'{reason="stream_limit",tenant="t1"}': 6.0,
+         '{reason="too_far_in_future",tenant="t2"}': 5.0}
     assert series(text, "loki_ingester_memory_streams") == \
         {'{tenant="t1"}': 1.0, '{tenant="t2"}': 1.0}
     # logstore's names read the same numbers
@@ -99,3 +108,26 @@ def test_no_created_series_in_either_format(client):
     assert "loki_distributor_lines_received_total" in open_metrics
     assert "_created" not in plain
     assert "_created" not in open_metrics
+
+
+def test_validation_refusals_are_discarded_samples_with_lokis_reasons(make_client):
+    client = make_client({"limits_config": {"max_line_size": 8,
+                                            "max_label_names_per_series": 2}})
+    ts = str(now_ns())
+    body = json.dumps({"streams": [
+        {"stream": {"app": "a"}, "values": [[ts, "fits"], [ts, "twelve bytes"]]},
+        {"stream": {"app": "b", "env": "c", "pod": "d"}, "values": [[ts, "x"], [ts, "yy"]]},
+        {"stream": {"1bad": "e"}, "values": [[ts, "zzz"]]},
+    ]})
+    r = client.post("/loki/api/v1/push", content=body, headers=JSON_HEADERS)
+    assert r.status_code == 400
+    text = client.get("/metrics").text
+    assert series(text, "loki_distributor_lines_received_total") == {'{tenant="fake"}': 1.0}
+    assert series(text, "loki_discarded_samples_total") == {
+        '{reason="invalid_labels",tenant="fake"}': 1.0,
+        '{reason="line_too_long",tenant="fake"}': 1.0,
+        '{reason="max_label_names_per_series",tenant="fake"}': 2.0}
+    assert series(text, "loki_discarded_bytes_total") == {
+        '{reason="invalid_labels",tenant="fake"}': 3.0,
+        '{reason="line_too_long",tenant="fake"}': 12.0,
+        '{reason="max_label_names_per_series",tenant="fake"}': 3.0}
