@@ -34,6 +34,7 @@ def test_route_is_lokis_route_name_whichever_path_spelling(client):
     for path in ("/no/such/path", "/wp-login.php"):
         assert client.get(path).status_code == 404
     assert client.delete("/ready").status_code == 405
+    assert client.request("BREW", "/ready").status_code == 405
     text = client.get("/metrics").text
     assert series(text, "loki_request_duration_seconds_count") == {
         '{method="POST",route="loki_api_v1_push",status_code="204",ws="false"}': 2.0,
@@ -43,6 +44,7 @@ def test_route_is_lokis_route_name_whichever_path_spelling(client):
         'ws="false"}': 1.0,
         '{method="GET",route="other",status_code="404",ws="false"}': 2.0,
         '{method="DELETE",route="other",status_code="405",ws="false"}': 1.0,
+        '{method="other",route="other",status_code="405",ws="false"}': 1.0,
     }
     ours = series(text, "logstore_request_duration_seconds_count")
     assert ours['{method="POST",route="loki_api_v1_push",status_code="204"}'] == 2.0
