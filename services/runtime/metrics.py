@@ -146,11 +146,17 @@ class Metrics:
         GCCollector(registry=self.registry)
         self.pushes = PushCounts()
         self.requests = RequestDurations()
+        self.internal_errors = 0   # routes/errors.py counts every unexpected exception
+        errors = "Requests failed by an unexpected exception (answered 500 with a request id)."
         self.registry.register(ScrapeCollector(
             gauge("logstore_sqlite_size_bytes",
                   "Bytes on disk of the SQLite database, WAL included.", db_size),
             counter("logstore_writer_commits",
-                    "Group-commit transactions committed by the writer.", db_commits)))
+                    "Group-commit transactions committed by the writer.", db_commits),
+            counter("logstore_internal_errors", errors, lambda: self.internal_errors),
+            # what loki-mixin's LokiRequestPanics alert watches: Go's recovered panics are
+            # what an unexpected exception is here
+            counter("loki_panic", errors, lambda: self.internal_errors)))
         self.registry.register(self.pushes.collector())
         self.registry.register(self.requests)
 
