@@ -20,9 +20,6 @@ from services.runtime import logs
 
 if TYPE_CHECKING:
     from litestar import Litestar
-    from litestar.types import ASGIApp, Receive, Scope, Send
-
-    from services.runtime.context import Services
 
 # The web framework, the routes, the services and storage are imported where the app is
 # built, not here: `logstore serve` runs in a parent process that only starts granian, and
@@ -52,38 +49,6 @@ def tune_process() -> None:
     memory.limit_arenas()  # before the writer and reader threads allocate
 
 
-def _timing_middleware(services: Services):
-    from routes.cancel import CLIENT_CLOSED, cancellable, run_until_disconnect
-    from routes.paths import canonical_path
-
-    def factory(app: ASGIApp) -> ASGIApp:
-        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != "http":
-                await app(scope, receive, send)
-                return
-            started = time.perf_counter()
-            status = 500
-
-            async def capture(message: Any) -> None:
-                nonlocal status
-                if message["type"] == "http.response.start":
-                    status = message["status"]
-                await send(message)
-
-            try:
-                if not cancellable(scope):
-                    await app(scope, receive, send=capture)
-                elif await run_until_disconnect(app, scope, receive, capture):
-                    status = CLIENT_CLOSED
-            finally:
-                handler = scope.get("route_handler")
-                route = canonical_path(handler.paths) if handler is not None else "other"
-                services.metrics.observe_request(route, scope["method"], status,
-                                                 time.perf_counter() - started)
-        return middleware
-    return factory
-
-
 def create_app(cfg: Config | None = None) -> Litestar:
     from litestar import Litestar
     from litestar.di import Provide
@@ -91,6 +56,7 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from routes.loki import admin
     from routes.errors import EXCEPTION_HANDLERS
     from routes.paths import with_loki_paths
+    from routes.timing import timed
     from services.runtime.base import State
     from services.runtime.wiring import build_services
 
@@ -103,7 +69,8 @@ def create_app(cfg: Config | None = None) -> Litestar:
     tune_process()
     # the one place limits_config is read: everything else asks a tenant's limits of the
     # Overrides built from it
-    services = build_services(cfg, cfg.limits_config, admin.build_labels())
+    services = build_services(cfg, cfg.limits_config, admin.build_labels(),
+                              admin.loki_build_labels())
     states = services.states
 
     @asynccontextmanager
@@ -142,19 +109,21 @@ def create_app(cfg: Config | None = None) -> Litestar:
         dependencies={"ctx": Provide(lambda: services, use_cache=True, sync_to_thread=False)},
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],
-        middleware=[_timing_middleware(services)],
         request_max_body_size=None,  # push enforces its own limit with Loki's 413 message
         openapi_config=None,
         debug=False,
         logging_config=None,
     )
     app.state.services = services
+    # around the router, not in `middleware=`: Litestar runs those only once a route matched,
+    # and 404s and 405s are requests too
+    app.asgi_handler = timed(app.asgi_handler, services.metrics)
     return app
 
 
 def _about(cfg: Config) -> dict[str, str]:
     """The facts the startup lines carry as logfmt keys."""
-    from cli import logstore_version
+    from services.runtime.version import logstore_version
 
     running = logstore_version()
     return {"version": running,

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import config as config_module
 from config import Config, ConfigError
+from services.runtime.version import logstore_version
 
 EXIT_FLAG_ERROR = 2  # Go's flag.ExitOnError
 
@@ -260,20 +261,6 @@ def version_text() -> str:
     return (f"logstore, version {logstore_version()} (python {platform.python_version()}, "
             f"{sys.platform}/{platform.machine()})")
 
-
-def logstore_version() -> str:
-    """The installed package's version; in a checkout that was not installed, pyproject's."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    pyproject = os.path.join(here, "pyproject.toml")
-    if os.path.exists(pyproject):
-        import tomllib
-        with open(pyproject, "rb") as fh:
-            return tomllib.load(fh)["project"]["version"]
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("logstore")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,6 +84,9 @@ def log_internal_error(request: Request, exc: BaseException) -> str:
     id: the answer names it, so a client's report leads to this log line. Every handler of
     unexpected errors (Loki's routes here, Grafana's /api, OTLP) goes through this."""
     request_id = secrets.token_hex(8)
+    services = request.app.state.get("services")   # absent in an app built without them
+    if services is not None:
+        services.metrics.internal_errors += 1
     log.error("internal error serving %s %s (request id %s)", request.method,
               request.url.path, request_id, exc_info=exc)
     return request_id

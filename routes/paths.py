@@ -8,6 +8,7 @@ and no endpoint can exist under one name only. The `/logstore` names stay the do
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Iterable
 
 # (logstore prefix, Loki prefix); `/api/compat/` is not a case of `/compat/` (prefix match)
@@ -38,12 +39,6 @@ def is_loki_alias(path: str) -> bool:
     return any(path.startswith(theirs) for _, theirs in LOKI_PREFIXES)
 
 
-def canonical_path(paths: Iterable[str]) -> str:
-    """The documented name among a handler's paths (for metrics labels and logs)."""
-    ours = sorted(p for p in paths if not is_loki_alias(p))
-    return ours[0] if ours else sorted(paths)[0]
-
-
 def with_loki_paths(handlers: Iterable[Any], enabled: bool) -> list[Any]:
     """Per-app copies of the route handlers, each also answering its Loki paths if enabled.
 
@@ -62,3 +57,36 @@ def with_loki_paths(handlers: Iterable[Any], enabled: bool) -> list[Any]:
             handler.paths = set(handler.paths) | aliases
         out.append(handler)
     return out
+
+
+# Loki's `route` label: the path template of the matched route with every run of characters
+# other than letters and digits turned into `_`, trimmed of `_` and lowercased
+# (`/loki/api/v1/label/{name}/values` -> `loki_api_v1_label_name_values`), as dskit's
+# middleware names gorilla/mux templates. loki-mixin's panels and alerts select on these.
+_NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]+")
+_ROUTE_NAMES: dict[str, str] = {}   # one entry per route template of the app, no more
+# Loki registers the ruler's `/{namespace}` and `/{namespace}/{groupName}` as two routes;
+# logstore has one route whose `rest` holds either
+_RULES_REST = "/{rest}"
+
+
+def loki_route_name(template: str) -> str:
+    """The label Loki gives a route, whichever spelling (`/logstore/...` or `/loki/...`) the
+    template is in: both spellings of a route are one series."""
+    name = _NOT_ALNUM.sub("_", loki_alias(template) or template).strip("_").lower()
+    return name or "root"
+
+
+def route_label(scope: Any) -> str:
+    """The `route` label of a request once routed; `other` when no route matched (404, 405),
+    so unknown paths never become label values."""
+    template = scope.get("path_template")
+    if not template:
+        return "other"
+    name = _ROUTE_NAMES.get(template)
+    if name is None:
+        name = _ROUTE_NAMES[template] = loki_route_name(template.removesuffix(_RULES_REST))
+    if template.endswith(_RULES_REST):
+        rest = scope.get("path_params", {}).get("rest", "").strip("/")
+        return name + ("_namespace_groupname" if "/" in rest else "_namespace")
+    return name

@@ -16,9 +16,9 @@ from routes.errors import PLAIN, PlainError
 from routes.params import read_params
 from routes.respond import json_response
 from routes.deps import Ctx
+from services.runtime.version import logstore_version
 
 VERSION = "3.7.0"  # the Loki API level we answer for: Grafana enables features by it
-LOGSTORE_VERSION = "0.1.0"
 
 
 @get("/ready")
@@ -81,13 +81,19 @@ async def services(ctx: Ctx) -> Response:
     return Response(body, status_code=200, media_type=PLAIN)
 
 
-REVISION = f"logstore-{LOGSTORE_VERSION}"
+REVISION = f"logstore-{logstore_version()}"
 
 
 def build_labels() -> dict[str, str]:
-    """The labels of `logstore_build_info` on /metrics: the same facts as buildinfo."""
-    return {"version": VERSION, "revision": REVISION, "branch": "main",
+    """The labels of `logstore_build_info` on /metrics: logstore's own version."""
+    return {"version": logstore_version(), "revision": REVISION, "branch": "main",
             "pythonversion": platform.python_version()}
+
+
+def loki_build_labels() -> dict[str, str]:
+    """The labels of `loki_build_info`: the facts buildinfo answers, Loki's label names."""
+    return {"version": VERSION, "revision": REVISION, "branch": "main",
+            "goversion": f"python{platform.python_version()}"}
 
 
 @get("/logstore/api/v1/status/buildinfo")
@@ -95,7 +101,7 @@ async def buildinfo() -> Response:
     return json_response({
         "version": VERSION, "revision": REVISION, "branch": "main",
         "buildUser": "logstore", "buildDate": "2026-11-22T00:00:00Z",
-        "goVersion": f"python{platform.python_version()}",
+        "goVersion": loki_build_labels()["goversion"],
     })
 
 

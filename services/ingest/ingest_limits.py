@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from services.runtime.metrics import ScrapeCollector, counter
+from services.runtime.metrics import ScrapeCollector, counter, gauge
 
 MB = 1024 * 1024
 IDLE_NS = 30 * 60 * 10**9
@@ -65,7 +65,9 @@ class IngestLimits:
         self._tenants: dict[str, Bucket] = {}
         self._streams: dict[tuple[str, str], Bucket] = {}
         self._active: dict[str, dict[str, int]] = {}   # tenant -> canonical -> last push ns
-        self.discarded: dict[tuple[str, str], list[int]] = {}  # (tenant, reason) -> [lines, bytes]
+        # (tenant, reason) -> [lines, bytes]: what these limits refused, and what push's
+        # validation refused (Ingester.push counts those here: one table for /metrics)
+        self.discarded: dict[tuple[str, str], list[int]] = {}
 
     def _bucket(self, table: dict, key: Any, rate: float, burst: float) -> Bucket:
         b = table.get(key)
@@ -73,10 +75,16 @@ class IngestLimits:
             b = table[key] = Bucket(rate, burst, burst, self.clock())
         return b
 
-    def _discard(self, tenant: str, reason: str, lines: int, size: int) -> None:
+    def count_discarded(self, tenant: str, reason: str, lines: int, size: int) -> None:
         acc = self.discarded.setdefault((tenant, reason), [0, 0])
         acc[0] += lines
         acc[1] += size
+
+    def active_streams(self) -> list[tuple[list[str], int]]:
+        """(tenant, streams pushed to within the idle period) for every tenant."""
+        since = self.wall() - IDLE_NS
+        return [([tenant], sum(1 for seen in streams.values() if seen >= since))
+                for tenant, streams in sorted(self._active.items())]
 
     def check_tenant(self, tenant: str, lines: int, size: int) -> str | None:
         """The 429 text when the whole push is over the tenant's rate, else None."""
@@ -87,7 +95,7 @@ class IngestLimits:
         burst = max(lim.ingestion_burst_size_mb * MB, rate)
         if self._bucket(self._tenants, tenant, rate, burst).allow(size, self.clock()):
             return None
-        self._discard(tenant, "rate_limited", lines, size)
+        self.count_discarded(tenant, "rate_limited", lines, size)
         return RATE_TEXT.format(tenant=tenant, limit=int(rate), lines=lines, bytes=size)
 
     def check_stream(self, tenant: str, canonical: str, lines: int, size: int) -> str | None:
@@ -101,14 +109,14 @@ class IngestLimits:
                 if now - seen > IDLE_NS:
                     del active[name]
             if len(active) >= limit:
-                self._discard(tenant, "stream_limit", lines, size)
+                self.count_discarded(tenant, "stream_limit", lines, size)
                 return STREAMS_TEXT.format(labels=canonical, tenant=tenant)
         if lim.per_stream_rate_limit > 0:
             rate = float(lim.per_stream_rate_limit)
             burst = float(max(lim.per_stream_rate_limit_burst, lim.per_stream_rate_limit))
             if not self._bucket(self._streams, (tenant, canonical), rate,
                                 burst).allow(size, self.clock()):
-                self._discard(tenant, "per_stream_rate_limit", lines, size)
+                self.count_discarded(tenant, "per_stream_rate_limit", lines, size)
                 return STREAM_RATE_TEXT.format(limit=byte_size(lim.per_stream_rate_limit),
                                                labels=canonical, bytes=byte_size(size))
         active[canonical] = now
@@ -120,8 +128,14 @@ def collector(limits: IngestLimits) -> ScrapeCollector:
         return lambda: [([reason, tenant], counts[pick])
                         for (tenant, reason), counts in sorted(limits.discarded.items())]
 
+    lines = "Lines push refused (an ingest limit or validation), by Loki's reason."
+    size = "Bytes of the lines push refused (an ingest limit or validation), by Loki's reason."
+    # the same numbers under Loki's names, which loki-mixin's panels read
     return ScrapeCollector(
-        counter("logstore_discarded_samples", "Lines refused by an ingest limit.",
-                discarded(0), labels=["reason", "tenant"]),
-        counter("logstore_discarded_bytes", "Bytes refused by an ingest limit.",
-                discarded(1), labels=["reason", "tenant"]))
+        counter("logstore_discarded_samples", lines, discarded(0), labels=["reason", "tenant"]),
+        counter("logstore_discarded_bytes", size, discarded(1), labels=["reason", "tenant"]),
+        counter("loki_discarded_samples", lines, discarded(0), labels=["reason", "tenant"]),
+        counter("loki_discarded_bytes", size, discarded(1), labels=["reason", "tenant"]),
+        gauge("loki_ingester_memory_streams",
+              "Streams pushed to in the last 30 minutes, per tenant (Loki's ingesters keep a "
+              "stream in memory that long).", limits.active_streams, labels=["tenant"]))

@@ -53,6 +53,13 @@ class PushOutcome:
     accepted_lines: int = 0
     accepted_bytes: int = 0
     result: AppendResult | None = None
+    # Loki's reason -> [lines, bytes] refused by validation (for loki_discarded_*)
+    discarded: dict[str, list[int]] = field(default_factory=dict)
+
+    def discard(self, reason: str, lines: int, size: int) -> None:
+        acc = self.discarded.setdefault(reason, [0, 0])
+        acc[0] += lines
+        acc[1] += size
 
     def error_body(self) -> str | None:
         """Loki's summary: one message alone, else `<n> errors like: <msg>` joined by `; `."""
@@ -155,7 +162,8 @@ class Ingester:
         return detector
 
     def _stream_labels(self, raw: RawStream, errors: list[str],
-                       lim: LimitsConfig) -> tuple[dict, str] | None:
+                       lim: LimitsConfig) -> tuple[dict, str] | str:
+        """The stream's labels and their canonical text, or Loki's reason for refusing it."""
         labels: dict[str, str] = {}
         for name, value in raw.labels:
             if not is_valid_label_name(name):
@@ -166,11 +174,11 @@ class Ingester:
                 except LabelSetError as exc:
                     problem = str(exc)
                 errors.append(f"couldn't parse labels: {problem}")
-                return None
+                return "invalid_labels"
             if name in labels:
                 errors.append(f"stream '{_shown(canonical_labels(dict(raw.labels)))}' has duplicate "
                               f"label name: '{name}'")
-                return None
+                return "duplicate_label_names"
             if value != "":
                 labels[name] = value
         if lim.discover_service_name and "service_name" not in labels and \
@@ -185,20 +193,20 @@ class Ingester:
         shown = _shown(canonical)
         if not labels:
             errors.append("error at least one label pair is required per stream")
-            return None
+            return "missing_labels"
         counted = len(labels) - (1 if "service_name" in labels else 0)
         if counted > lim.max_label_names_per_series:
             errors.append(f"entry for stream '{shown}' has {counted} label names; "
                           f"limit {lim.max_label_names_per_series}")
-            return None
+            return "max_label_names_per_series"
         for name, value in labels.items():
             if len(name) > lim.max_label_name_length:
                 errors.append(f"stream '{shown}' has label name too long: '{_shown(name)}'")
-                return None
+                return "label_name_too_long"
             if len(value) > lim.max_label_value_length:
                 errors.append(f"stream '{shown}' has label value too long: "
                               f"'{_shown(value)}'")
-                return None
+                return "label_value_too_long"
         return labels, canonical
 
     def prepare(self, raw_streams: list[RawStream], now_ns: int,
@@ -218,7 +226,9 @@ class Ingester:
             if not raw.entries:
                 continue
             checked = self._stream_labels(raw, errors, lim)
-            if checked is None:
+            if checked.__class__ is str:
+                outcome.discard(checked, len(raw.entries), sum(
+                    len(e[1].encode("utf-8", "surrogatepass")) for e in raw.entries))
                 continue
             labels, canonical = checked
             ps = by_stream.get(canonical)
@@ -231,11 +241,15 @@ class Ingester:
                 if ts > newest_ok:
                     errors.append(f"entry for stream '{canonical}' has timestamp too new: "
                                   f"{rfc3339(ts)}")
+                    outcome.discard("too_far_in_future", 1, len(line.encode("utf-8",
+                                                                            "surrogatepass")))
                     continue
                 if oldest_ok is not None and ts < oldest_ok:
                     errors.append(f"entry for stream '{canonical}' has timestamp too old: "
                                   f"{rfc3339(ts)}, oldest acceptable timestamp is: "
                                   f"{rfc3339(oldest_ok)}")
+                    outcome.discard("greater_than_max_sample_age", 1,
+                                    len(line.encode("utf-8", "surrogatepass")))
                     continue
                 data = line.encode("utf-8", "surrogatepass")
                 size = len(data)
@@ -244,6 +258,7 @@ class Ingester:
                         errors.append(f"max entry size '{max_line}' bytes exceeded for stream "
                                       f"'{canonical}' while adding an entry with length "
                                       f"'{size}' bytes")
+                        outcome.discard("line_too_long", 1, size)
                         continue
                     # as Loki: cut to the limit, the identifier included (a character cut
                     # in two is left out)
@@ -256,9 +271,11 @@ class Ingester:
                         size = len(data)
                         self.truncated += 1
                 if md:
-                    md = self._check_metadata(md, canonical, errors, lim)
-                    if md is None:
+                    checked_md = self._check_metadata(md, canonical, errors, lim)
+                    if checked_md.__class__ is str:
+                        outcome.discard(checked_md, 1, size)
                         continue
+                    md = checked_md
                 if detect:
                     if md:
                         level = md.get("detected_level")
@@ -288,12 +305,13 @@ class Ingester:
         return [ps for ps in by_stream.values() if ps.rows], outcome
 
     def _check_metadata(self, md: dict[str, str], canonical: str, errors: list[str],
-                        lim: LimitsConfig) -> dict[str, str] | None:
+                        lim: LimitsConfig) -> dict[str, str] | str:
+        """The metadata with normalised names, or Loki's reason for refusing the entry."""
         if not lim.allow_structured_metadata:
             errors.append(f"stream '{canonical}' includes structured metadata, but this feature "
                           "is disallowed. Please see `limits_config.allow_structured_metadata` "
                           "or contact your Loki administrator to enable it")
-            return None
+            return "disallowed_structured_metadata"
         clean: dict[str, str] = {}
         size = 0
         for name, value in md.items():
@@ -304,13 +322,13 @@ class Ingester:
                           f"bytes, limit: '{lim.max_structured_metadata_size}' bytes. Please see "
                           "`limits_config.max_structured_metadata_size` or contact your Loki "
                           "administrator to increase it")
-            return None
+            return "structured_metadata_too_large"
         if len(md) > lim.max_structured_metadata_entries_count:
             errors.append(f"stream '{canonical}' has too many structured metadata labels: "
                           f"'{len(md)}', limit: '{lim.max_structured_metadata_entries_count}'. "
                           "Please see `limits_config.max_structured_metadata_entries_count` or "
                           "contact your Loki administrator to increase it")
-            return None
+            return "structured_metadata_too_many"
         return clean
 
     def _within_limits(self, tenant: str, prepared: list[PreparedStream],
@@ -341,6 +359,9 @@ class Ingester:
         if not raw_streams:
             raise PushError(422, "error at least one valid stream is required for ingestion")
         prepared, outcome = self.prepare(raw_streams, time.time_ns(), self.limits.of(tenant))
+        if outcome.discarded and self.ingest_limits is not None:
+            for reason, (lines, size) in outcome.discarded.items():
+                self.ingest_limits.count_discarded(tenant, reason, lines, size)
         if prepared and self.ingest_limits is not None:
             prepared = self._within_limits(tenant, prepared, outcome)
         if prepared:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import accumulate
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
-from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram,
-                               PlatformCollector, ProcessCollector, disable_created_metrics)
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import (CollectorRegistry, Gauge, GCCollector, PlatformCollector,
+                               ProcessCollector, disable_created_metrics)
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                    HistogramMetricFamily, Metric)
 
 # a `*_created` series beside every counter and histogram doubled the families Prometheus
 # scrapes and matches none of Loki's (issue 27); Loki exports none
@@ -54,37 +57,109 @@ class ScrapeCollector:
             yield family
 
 
+# Loki's request duration buckets (dskit's instrument.DefBuckets): its recording rules and
+# latency panels read these bounds
+DURATION_BUCKETS = (.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 25, 50, 100)
+_BOUNDS = tuple(str(float(b)) for b in DURATION_BUCKETS) + ("+Inf",)
+
+
+class RequestDurations:
+    """One histogram of HTTP request durations, exported twice at scrape time:
+    `logstore_request_duration_seconds{route,method,status_code}` and Loki's
+    `loki_request_duration_seconds{method,route,status_code,ws}`, which loki-mixin's panels,
+    recording rules and alerts read.
+
+    Kept as plain lists rather than a prometheus_client Histogram: `observe` runs for every
+    request, on the event loop thread only (no lock needed), and is a dict lookup, a bisect
+    and two additions."""
+
+    def __init__(self) -> None:
+        # (route, method, status) -> requests per bucket (the last one +Inf), then their sum
+        self.series: dict[tuple[str, str, int], list] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        counts = self.series.get(key)
+        if counts is None:
+            counts = self.series[key] = [0] * (len(_BOUNDS) + 1)
+        counts[bisect_left(DURATION_BUCKETS, seconds)] += 1
+        counts[-1] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        ours = HistogramMetricFamily("logstore_request_duration_seconds",
+                                     "Time spent serving HTTP requests.",
+                                     labels=["route", "method", "status_code"])
+        loki = HistogramMetricFamily("loki_request_duration_seconds",
+                                     "Time spent serving HTTP requests, as Loki names it.",
+                                     labels=["method", "route", "status_code", "ws"])
+        for (route, method, status), counts in sorted(self.series.items()):
+            buckets = list(zip(_BOUNDS, accumulate(counts[:-1])))
+            status_code = str(status)
+            ours.add_metric([route, method, status_code], buckets, counts[-1])
+            # WebSocket tails are not timed (their duration is the connection's): ws is false
+            loki.add_metric([method, route, status_code, "false"], buckets, counts[-1])
+        yield ours
+        yield loki
+
+
+class PushCounts:
+    """Lines and bytes accepted by push, per tenant, under logstore's and Loki's names."""
+
+    def __init__(self) -> None:
+        self.tenants: dict[str, list[int]] = {}   # tenant -> [lines, bytes]
+
+    def add(self, tenant: str, lines: int, size: int) -> None:
+        acc = self.tenants.get(tenant)
+        if acc is None:
+            acc = self.tenants[tenant] = [0, 0]
+        acc[0] += lines
+        acc[1] += size
+
+    def collector(self) -> ScrapeCollector:
+        def read(pick: int) -> Callable[[], list]:
+            return lambda: [([tenant], acc[pick]) for tenant, acc in sorted(self.tenants.items())]
+
+        lines = "Log lines accepted by push, per tenant."
+        size = "Bytes of log lines accepted by push, per tenant."
+        return ScrapeCollector(
+            counter("logstore_distributor_lines_received", lines, read(0), ["tenant"]),
+            counter("logstore_distributor_bytes_received", size, read(1), ["tenant"]),
+            counter("loki_distributor_lines_received", lines, read(0), ["tenant"]),
+            counter("loki_distributor_bytes_received", size, read(1), ["tenant"]))
+
+
 class Metrics:
-    def __init__(self, db_size: Callable[[], int], db_commits: Callable[[], int] = lambda: 0,
-                 build: dict[str, str] | None = None):
+    def __init__(self, db_size: Callable[[], int], db_commits: Callable[[], int], *,
+                 build: dict[str, str], loki_build: dict[str, str]):
         self.registry = CollectorRegistry()
         # Prometheus convention: a constant 1 whose labels say which build is running
-        build = build or {}
         Gauge("logstore_build_info", "A metric with a constant '1' value labeled by version, "
               "revision, branch and pythonversion from which logstore was built.",
               list(build), registry=self.registry).labels(**build).set(1)
+        # the Loki version logstore answers as (what buildinfo reports); loki-mixin's
+        # dashboards list their clusters and namespaces from this family
+        Gauge("loki_build_info", "A metric with a constant '1' value labeled by version, "
+              "revision, branch and goversion of the Loki API logstore answers as.",
+              list(loki_build), registry=self.registry).labels(**loki_build).set(1)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
+        self.pushes = PushCounts()
+        self.requests = RequestDurations()
+        self.internal_errors = 0   # routes/errors.py counts every unexpected exception
+        errors = "Requests failed by an unexpected exception (answered 500 with a request id)."
         self.registry.register(ScrapeCollector(
             gauge("logstore_sqlite_size_bytes",
                   "Bytes on disk of the SQLite database, WAL included.", db_size),
             counter("logstore_writer_commits",
-                    "Group-commit transactions committed by the writer.", db_commits)))
-        self.lines = Counter("logstore_distributor_lines_received",
-                             "Log lines accepted by push, per tenant.", ["tenant"],
-                             registry=self.registry)
-        self.bytes = Counter("logstore_distributor_bytes_received",
-                             "Bytes of log lines accepted by push, per tenant.", ["tenant"],
-                             registry=self.registry)
-        self.requests = Histogram("logstore_request_duration_seconds",
-                                  "Time spent serving HTTP requests.",
-                                  ["route", "method", "status_code"], registry=self.registry)
+                    "Group-commit transactions committed by the writer.", db_commits),
+            counter("logstore_internal_errors", errors, lambda: self.internal_errors),
+            # what loki-mixin's LokiRequestPanics alert watches: Go's recovered panics are
+            # what an unexpected exception is here
+            counter("loki_panic", errors, lambda: self.internal_errors)))
+        self.registry.register(self.pushes.collector())
+        self.registry.register(self.requests)
 
     def observe_push(self, tenant: str, lines: int, size: int, seconds: float) -> None:
         if lines:
-            self.lines.labels(tenant).inc(lines)
-            self.bytes.labels(tenant).inc(size)
-
-    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.requests.labels(route, method, str(status)).observe(seconds)
+            self.pushes.add(tenant, lines, size)

@@ -40,14 +40,15 @@ from storage.db import Database
 MODULE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
-def build_services(cfg: Config, limits_config: LimitsConfig,
-                   build_labels: dict[str, str]) -> Services:
+def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[str, str],
+                   loki_build_labels: dict[str, str]) -> Services:
     """`limits_config` is handed over by app.py, the one reader of the global limits; every
     service asks the Overrides built from it for a tenant's values."""
     st = cfg.storage
     db = Database(cfg.data_dir, synchronous=st.synchronous,
                   read_connections=st.read_connections)
-    metrics = Metrics(db.size_bytes, lambda: db.commits, build=build_labels)
+    metrics = Metrics(db.size_bytes, lambda: db.commits, build=build_labels,
+                      loki_build=loki_build_labels)
     limits = Overrides(limits_config, cfg.runtime_config.file, cfg.runtime_config.period)
     ingest_limits = IngestLimits(limits.of)
     inflight_bytes = InflightBytes(cfg.distributor.max_inflight_bytes)

@@ -145,12 +145,14 @@ def test_grafana_loki_data_source_requests(client):
 
 
 def test_build_info_gauge_on_metrics(client):
+    """logstore_build_info names the same build as buildinfo, with logstore's own version
+    (tests/runtime/test_loki_metrics.py checks the versions)."""
     text = client.get("/metrics").text
     line = next(x for x in text.splitlines() if x.startswith("logstore_build_info{"))
     assert line.endswith(" 1.0")
     labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
     info = client.get("/loki/api/v1/status/buildinfo").json()
-    assert labels == {"version": info["version"], "revision": info["revision"],
+    assert labels == {"version": labels["version"], "revision": info["revision"],
                       "branch": info["branch"],
                       "pythonversion": info["goVersion"].removeprefix("python")}
 

@@ -52,7 +52,7 @@ def test_metrics_count_pushed_lines(client):
     assert "logstore_sqlite_size_bytes " in text
     assert "logstore_writer_commits_total " in text
     assert 'logstore_request_duration_seconds_count{method="POST",' \
-           'route="/logstore/api/v1/push",status_code="204"} 1.0' in text
+           'route="loki_api_v1_push",status_code="204"} 1.0' in text
     assert "process_resident_memory_bytes" in text
 
 
@@ -224,3 +224,7 @@ def test_unexpected_errors_are_plain_500_without_traceback(client, monkeypatch):
     # issue 28: the text names a request id the server's log carries, never the exception
     assert re.fullmatch(r"Internal Server Error \(request id [0-9a-f]{16}\)\n", r.text), r.text
     assert client.get("/ready").status_code == 200  # the server keeps serving
+    # counted where loki-mixin's LokiRequestPanics alert looks
+    metrics = client.get("/metrics").text
+    assert "\nloki_panic_total 1.0\n" in metrics
+    assert "\nlogstore_internal_errors_total 1.0\n" in metrics
