@@ -262,7 +262,6 @@ def version_text() -> str:
             f"{sys.platform}/{platform.machine()})")
 
 
-
 def main(argv: list[str] | None = None) -> int:
     try:
         run = parse(sys.argv[1:] if argv is None else argv)
