@@ -56,6 +56,7 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from routes.loki import admin
     from routes.errors import EXCEPTION_HANDLERS
     from routes.paths import with_loki_paths
+    from routes.prefix import under_prefix
     from routes.timing import timed
     from services.runtime.base import State
     from services.runtime.wiring import build_services
@@ -116,8 +117,10 @@ def create_app(cfg: Config | None = None) -> Litestar:
     )
     app.state.services = services
     # around the router, not in `middleware=`: Litestar runs those only once a route matched,
-    # and 404s and 405s are requests too
-    app.asgi_handler = timed(app.asgi_handler, services.metrics)
+    # and 404s and 405s are requests too; inside the timing, so a path outside
+    # server.http_path_prefix is counted as the 404 it gets
+    app.asgi_handler = timed(under_prefix(app.asgi_handler, cfg.server.http_path_prefix),
+                             services.metrics)
     return app
 
 

@@ -48,6 +48,8 @@ FLAGS = (
          sets=("server", "http_listen_address"), aliases=("host",)),
     Flag("server.http-listen-port", "HTTP server listen port.", int,
          sets=("server", "http_listen_port"), aliases=("port",)),
+    Flag("server.path-prefix", "Base path to serve all routes from (e.g. /logs).",
+         sets=("server", "http_path_prefix")),
     Flag("common.path-prefix", "Directory of the data (the SQLite database).",
          sets=("common", "path_prefix"), aliases=("data-dir",)),
     Flag("auth.enabled", "Require the X-Scope-OrgID header (multi-tenant mode).", bool,

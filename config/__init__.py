@@ -43,6 +43,9 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     # /flush, /flush/tenant, /ingester/prepare_shutdown and /ingester/shutdown) want
     # `Authorization: Bearer <token>`, for hosts without an authenticating proxy in front
     admin_token: str = ""
+    # Loki's: serve every route under this path (`/logs`: /logs/ready, /logs/loki/api/v1/push,
+    # ...) and nothing outside it, for a reverse proxy that forwards a sub-path unchanged
+    http_path_prefix: str = ""
 
 
 class CommonConfig(msgspec.Struct, kw_only=True):
@@ -203,6 +206,10 @@ class GrafanaConfig(msgspec.Struct, kw_only=True):
     # Grafana's [security] keys: failed Basic logins allowed per login in 5 minutes
     disable_brute_force_login_protection: bool = False
     brute_force_login_protection_max_attempts: int = 5
+    # Grafana's [auth] keys for session cookies (POST /login): a session ends this long after
+    # its login, or after this long unused, whichever comes first (Grafana's defaults)
+    login_maximum_lifetime_duration: int = 30 * 24 * 3600 * 10**9  # ns
+    login_maximum_inactive_lifetime_duration: int = 7 * 24 * 3600 * 10**9  # ns
 
 
 class StorageConfig(msgspec.Struct, kw_only=True):
@@ -261,7 +268,8 @@ DURATION_FIELDS = {"reject_old_samples_max_age", "creation_grace_period", "max_q
                    "block_window", "seal_grace_period", "retention_period",
                    "retention_delete_delay", "delete_request_cancel_period",
                    "delete_max_interval", "period", "poll_interval", "notification_timeout",
-                   "resend_delay", "retain_for"}
+                   "resend_delay", "retain_for", "login_maximum_lifetime_duration",
+                   "login_maximum_inactive_lifetime_duration"}
 SIZE_FIELDS = {"max_line_size", "max_structured_metadata_size", "max_recv_msg_size",
                "max_decompressed_size", "max_inflight_bytes", "per_stream_rate_limit",
                "per_stream_rate_limit_burst"}
@@ -508,6 +516,28 @@ def validate(cfg: Config) -> None:
         raise ConfigError("server.http_listen_port must be between 1 and 65535")
     if cfg.runtime_config.period <= 0:
         raise ConfigError("runtime_config.period must be a positive duration")
+    cfg.server.http_path_prefix = path_prefix(cfg.server.http_path_prefix)
+    for key in ("login_maximum_lifetime_duration", "login_maximum_inactive_lifetime_duration"):
+        if getattr(cfg.grafana, key) <= 0:
+            raise ConfigError(f"grafana.{key} must be a positive duration")
+
+
+_PREFIX_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]+$")
+
+
+def path_prefix(value: str) -> str:
+    """server.http_path_prefix normalised to `/a/b` (a trailing `/` dropped, `/` alone is no
+    prefix), or a ConfigError saying what a prefix may hold."""
+    if value in ("", "/"):
+        return ""
+    segments = value.removesuffix("/").split("/")
+    if (not value.startswith("/") or
+            not all(_PREFIX_SEGMENT.match(s) and s not in (".", "..") for s in segments[1:])):
+        raise ConfigError(
+            f"server.http_path_prefix must be a URL path such as /logs: a leading '/' and "
+            f"segments of letters, digits, '.', '_', '~' and '-' (no empty, '.' or '..' "
+            f"segment), got {value!r}")
+    return "/".join(segments)
 
 
 def _validate_limits(limits: LimitsConfig, path: str) -> None:

@@ -15,6 +15,7 @@ from routes.respond import json_response
 from services.runtime.errors import DiskFull, JSONError, PlainError
 
 PLAIN = "text/plain"  # Litestar appends "; charset=utf-8"
+NOT_FOUND_TEXT = "404 page not found\n"  # Go's http.NotFound, as Loki answers
 log = logging.getLogger("logstore.http")
 
 
@@ -59,7 +60,7 @@ def handle_too_many_outstanding(_: Request, exc: TooManyOutstanding) -> Response
 
 
 def handle_not_found(_: Request, __: NotFoundException) -> Response:
-    return Response(content="404 page not found\n", status_code=404, media_type=PLAIN)
+    return Response(content=NOT_FOUND_TEXT, status_code=404, media_type=PLAIN)
 
 
 def handle_method_not_allowed(_: Request, exc: MethodNotAllowedException) -> Response:

@@ -182,7 +182,7 @@ class LogstoreServer:
     def _flush(self) -> None:
         token = self.extra.get("server", {}).get("admin_token")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        r = httpx.post(self.url + "/flush", headers=headers, timeout=60)
+        r = httpx.post(self.url + self.prefix + "/flush", headers=headers, timeout=60)
         assert r.status_code == 204, r.text
 
     def settle(self) -> None:
@@ -193,6 +193,11 @@ class LogstoreServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def prefix(self) -> str:
+        """server.http_path_prefix as configured (every route answers under it)."""
+        return self.extra.get("server", {}).get("http_path_prefix", "").rstrip("/")
 
     def start(self, timeout: float = 30) -> "LogstoreServer":
         self.port = free_port()
@@ -208,7 +213,8 @@ class LogstoreServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log_path.read_text()[-2000:]}")
             try:
-                if httpx.get(self.url + "/ready", timeout=1).status_code == 200:
+                if httpx.get(self.url + self.prefix + "/ready",
+                             timeout=1).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
