@@ -14,20 +14,14 @@ from litestar.exceptions import HTTPException
 
 from routes.grafana import identity as grafana_identity
 from routes.errors import INTERNAL_ERROR, log_internal_error
-from routes.grafana.common import CallerDep, body_of, ok
+from routes.grafana import session
+from routes.grafana.common import CallerDep, body_of, handle_grafana_error, \
+    handle_http_exception, ok
 from services.grafana import objects
 from services.grafana import perms
 from services.grafana import search as search_svc
 from services.grafana.common import GRAFANA_VERSION, Caller, GrafanaError
 from routes.deps import Ctx
-
-
-def handle_grafana_error(_: Request, exc: GrafanaError) -> Response:
-    return ok(exc.body(), exc.status)
-
-
-def handle_http_exception(_: Request, exc: HTTPException) -> Response:
-    return ok({"message": str(exc.detail)}, exc.status_code)
 
 
 def handle_unexpected(request: Request, exc: Exception) -> Response:
@@ -41,6 +35,9 @@ def handle_unexpected(request: Request, exc: Exception) -> Response:
 
 
 async def provide_caller(request: Request, ctx: Ctx) -> Caller:
+    by_cookie = await session.cookie_caller(request, ctx)
+    if by_cookie is not None:
+        return by_cookie
     return await ctx.grafana.caller(request.headers.get("authorization"),
                                     request.headers.get("x-grafana-org-id"),
                                     request.client.host if request.client else "")
@@ -252,5 +249,5 @@ router = Router(
                         Exception: handle_unexpected},
 )
 
-handlers: list[Any] = [router]
+handlers: list[Any] = [router, *session.handlers]
 

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request, Response
+from litestar.exceptions import HTTPException
 
 from logql import depth
 from litestar.di import NamedDependency
@@ -40,6 +41,14 @@ async def body_of(request: Request, kind: type[T]) -> T:
         raise bad_request(f"bad request data: {exc}") from None
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise bad_request() from None
+
+
+def handle_grafana_error(_: Request, exc: GrafanaError) -> Response:
+    return ok(exc.body(), exc.status)
+
+
+def handle_http_exception(_: Request, exc: HTTPException) -> Response:
+    return ok({"message": str(exc.detail)}, exc.status_code)
 
 
 # handlers declare `caller: CallerDep`: the authenticated caller, resolved by name

@@ -168,6 +168,10 @@ PATHS: dict[str, dict[str, Any]] = {
                                                      q("terminate")],
                                    answers({"204": ()})),
     "/openapi.json": ops_page(responses=answers({"200": (JSON,)})),
+    # Grafana's session login (routes/grafana/session.py)
+    "/login": {"post": op(responses=GRAFANA, body={"content": {JSON: {"schema": {
+        "type": "object", "properties": {"user": STR, "password": STR}}}}}, tenant=False)},
+    "/logout": {"get": op(responses=answers({"302": ()}, (JSON,)), tenant=False)},
 }
 for ring in ("/ring", "/distributor/ring", "/ruler/ring", "/compactor/ring",
              "/indexgateway/ring", "/scheduler/ring", "/pattern/ring"):

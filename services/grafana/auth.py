@@ -121,18 +121,28 @@ def authenticate(conn: sqlite3.Connection, header: str | None, org_header: str |
         return _caller(conn, row["user_id"], row["login"], org_id, False, True)
     if kind != "basic":
         raise unauthorized()
-    user = ident.user_by_login_or_email(conn, first)
-    if user is None or user["is_disabled"] or not _password_ok(first, second,
+    return user_caller(conn, password_user(conn, first, second), org_header)
+
+
+def password_user(conn: sqlite3.Connection, login: str, password: str) -> dict:
+    """The enabled user a login (or email) and password prove, or a 401 GrafanaError: the
+    one check behind Basic auth and POST /login."""
+    user = ident.user_by_login_or_email(conn, login)
+    if user is None or user["is_disabled"] or not _password_ok(login, password,
                                                               user["password_hash"]):
         raise unauthorized(BAD_CREDENTIALS)
+    return user
+
+
+def user_caller(conn: sqlite3.Connection, user: dict, org_header: str | None) -> Caller:
+    """A signed-in user as the caller, in their current org or the X-Grafana-Org-Id one."""
     org_id = user["org_id"]
     if org_header is not None and org_header.strip():
         try:
             org_id = int(org_header.strip())
         except ValueError:
             raise unauthorized() from None
-    caller = _caller(conn, user["id"], user["login"], org_id, bool(user["is_admin"]), False)
-    return caller
+    return _caller(conn, user["id"], user["login"], org_id, bool(user["is_admin"]), False)
 
 
 def _caller(conn: sqlite3.Connection, user_id: int, login: str, org_id: int,

@@ -19,9 +19,10 @@ from services.grafana import access
 from services.grafana import identity as ident
 from services.grafana import objects
 from services.grafana import search
+from services.grafana import sessions
 from services.grafana.auth import GENERATED_PASSWORD_ITERATIONS, PBKDF2_ITERATIONS, \
     BAD_CREDENTIALS, authenticate, bootstrap, hash_password, \
-    parse_authorization
+    parse_authorization, password_user
 from services.grafana.common import Caller, GrafanaError
 from services.grafana.perms import PermissionItem
 from services.grafana.login_attempts import BLOCKED_TEXT, LoginAttempts
@@ -43,6 +44,9 @@ class GrafanaService:
         self.login_attempts = LoginAttempts(
             cfg.brute_force_login_protection_max_attempts,
             enabled=not cfg.disable_brute_force_login_protection)
+        self.lifetimes = sessions.Lifetimes(cfg.login_maximum_lifetime_duration // 10**9,
+                                            cfg.login_maximum_inactive_lifetime_duration
+                                            // 10**9)
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         return await self.db.write(lambda conn: fn(conn, *args))
@@ -75,17 +79,37 @@ class GrafanaService:
         login = parsed[1] if parsed is not None and parsed[0] == "basic" else None
         if login is None:
             return await self.db.read(authenticate, header, org_header)
+        return await self._limited(login, address, authenticate, header, org_header)
+
+    async def _limited(self, login: str, address: str, check: Callable[..., T],
+                       *args: Any) -> T:
+        """A password check (Basic auth or POST /login) under brute-force login limiting."""
         attempts = self.login_attempts
         if attempts.blocked(login, address):
             raise GrafanaError(429, BLOCKED_TEXT)
         try:
-            caller = await self.db.read(authenticate, header, org_header)
+            result = await self.db.read(check, *args)
         except GrafanaError as exc:
             if exc.message == BAD_CREDENTIALS:
                 attempts.failed(login, address)
             raise
         attempts.succeeded(login)
-        return caller
+        return result
+
+    # -- sessions (services/grafana/sessions.py) -----------------------------------------
+    async def login(self, login: str, password: str, address: str) -> sessions.NewSession:
+        user = await self._limited(login, address, password_user, login, password)
+        return await self._write(sessions.open_session, user, self.lifetimes)
+
+    async def session_caller(self, token: str,
+                             org_header: str | None) -> sessions.SessionCaller:
+        found = await self.db.read(sessions.resolve, token, org_header, self.lifetimes)
+        if found.stale:
+            await self._write(sessions.touch, found.session_id)
+        return found
+
+    async def logout(self, token: str) -> None:
+        await self._write(sessions.close, token)
 
     async def ping(self) -> None:
         await self.db.read(access.ping)

@@ -67,6 +67,8 @@ def login_or_email_taken(conn: sqlite3.Connection, login: str, email: str) -> bo
 
 
 def set_password(conn: sqlite3.Connection, user_id: int, password_hash: str, now: str) -> int:
+    # a new password ends every session the old one started (Grafana revokes them too)
+    conn.execute("DELETE FROM gf_session WHERE user_id = ?", (user_id,))
     return conn.execute("UPDATE gf_user SET password_hash = ?, updated = ? WHERE id = ? "
                         "AND is_service_account = 0", (password_hash, now, user_id)).rowcount
 
