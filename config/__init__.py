@@ -210,6 +210,8 @@ class GrafanaConfig(msgspec.Struct, kw_only=True):
     # its login, or after this long unused, whichever comes first (Grafana's defaults)
     login_maximum_lifetime_duration: int = 30 * 24 * 3600 * 10**9  # ns
     login_maximum_inactive_lifetime_duration: int = 7 * 24 * 3600 * 10**9  # ns
+    # cookies are not told apart by port: a Grafana on the same host name uses this one too
+    login_cookie_name: str = "grafana_session"
 
 
 class StorageConfig(msgspec.Struct, kw_only=True):
@@ -520,6 +522,12 @@ def validate(cfg: Config) -> None:
     for key in ("login_maximum_lifetime_duration", "login_maximum_inactive_lifetime_duration"):
         if getattr(cfg.grafana, key) <= 0:
             raise ConfigError(f"grafana.{key} must be a positive duration")
+    if not _COOKIE_NAME.match(cfg.grafana.login_cookie_name):
+        raise ConfigError("grafana.login_cookie_name must be letters, digits, '_' and '-', "
+                          f"got {cfg.grafana.login_cookie_name!r}")
+
+
+_COOKIE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 _PREFIX_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]+$")

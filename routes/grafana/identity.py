@@ -8,6 +8,7 @@ from typing import Any
 from litestar.params import FromPath
 from litestar import Request, Response, delete, get, patch, post, put
 
+from routes.grafana import session
 from routes.grafana.common import CallerDep, body_of, ok
 from services.grafana import identity as svc
 from services.grafana.common import GrafanaError
@@ -26,8 +27,10 @@ def _paths(path: str) -> list[str]:
 
 
 @get(_paths("/user"))
-async def current_user(ctx: Ctx, caller: CallerDep) -> Response:
-    return ok(await ctx.grafana.profile(caller))
+async def current_user(request: Request, ctx: Ctx, caller: CallerDep) -> Response:
+    response = ok(await ctx.grafana.profile(caller))
+    response.headers.update(session.csrf_headers(request, ctx))
+    return response
 
 
 @put(_paths("/user/password"))

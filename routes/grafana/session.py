@@ -1,7 +1,8 @@
 """Grafana's session login for the web page: `POST /login` with `{"user", "password"}` sets
-the `grafana_session` cookie (and the readable `grafana_csrf` one), `GET /logout` ends the
-session; the Grafana API under /api then accepts the cookie where it accepts Basic auth
-(services/grafana/sessions.py says how sessions and their CSRF tokens work)."""
+the session cookie (`grafana_session` unless `grafana.login_cookie_name` says otherwise) and
+answers the session's CSRF token, `GET /logout` ends the session; the Grafana API under /api
+then accepts the cookie where it accepts Basic auth (services/grafana/sessions.py says how
+sessions and their CSRF tokens work)."""
 
 from __future__ import annotations
 
@@ -41,24 +42,33 @@ def _over_https(request: Request) -> bool:
     return request.scope.get("scheme") == "https"
 
 
-def _cookies(request: Request, ctx: Ctx, token: str, csrf: str, max_age: int) -> list[Cookie]:
+def _cookie(request: Request, ctx: Ctx, token: str, max_age: int) -> Cookie:
     # Path: the page and the API live under server.http_path_prefix; Strict: no other site's
-    # page, link or form ever sends them
-    path = ctx.config.server.http_path_prefix or "/"
-    secure = _over_https(request)
-    return [Cookie(key=sessions.COOKIE, value=token, path=path, max_age=max_age,
-                   httponly=True, samesite="strict", secure=secure),
-            Cookie(key=sessions.CSRF_COOKIE, value=csrf, path=path, max_age=max_age,
-                   httponly=False, samesite="strict", secure=secure)]
+    # page, link or form ever sends it
+    return Cookie(key=ctx.grafana.cfg.login_cookie_name, value=token,
+                  path=ctx.config.server.http_path_prefix or "/", max_age=max_age,
+                  httponly=True, samesite="strict", secure=_over_https(request))
+
+
+def _session_token(request: Request, ctx: Ctx) -> str | None:
+    """The session cookie's token, unless an Authorization header (which wins) is sent."""
+    if request.headers.get("authorization"):
+        return None
+    return request.cookies.get(ctx.grafana.cfg.login_cookie_name) or None
+
+
+def csrf_headers(request: Request, ctx: Ctx) -> dict[str, str]:
+    """For GET /api/user: the session's CSRF token again, so a reloaded page has it (the
+    session was checked by the time this runs)."""
+    token = _session_token(request, ctx)
+    return {sessions.CSRF_HEADER: sessions.csrf_token(token)} if token else {}
 
 
 async def cookie_caller(request: Request, ctx: Ctx) -> Caller | None:
     """The caller a session cookie proves when the request has no Authorization header,
     CSRF-checked; None when there is no cookie either."""
-    if request.headers.get("authorization"):
-        return None
-    token = request.cookies.get(sessions.COOKIE)
-    if not token:
+    token = _session_token(request, ctx)
+    if token is None:
         return None
     found = await ctx.grafana.session_caller(token, request.headers.get("x-grafana-org-id"))
     sessions.check_csrf(found, request.method, request.headers.get(sessions.CSRF_HEADER),
@@ -78,20 +88,19 @@ async def login(request: Request, ctx: Ctx) -> Response:
     response = ok({"message": "Logged in",
                    "redirectUrl": (ctx.config.server.http_path_prefix or "") + "/",
                    "csrfToken": new.csrf})
-    response.cookies.extend(_cookies(request, ctx, new.token, new.csrf,
-                                     ctx.grafana.lifetimes.maximum))
+    response.cookies.append(_cookie(request, ctx, new.token, ctx.grafana.lifetimes.maximum))
     return response
 
 
 @get(["/logout", "/logout/"], exception_handlers=_HANDLERS)
 async def logout(request: Request, ctx: Ctx) -> Response:
-    token = request.cookies.get(sessions.COOKIE)
+    token = request.cookies.get(ctx.grafana.cfg.login_cookie_name)
     if token:
         await ctx.grafana.logout(token)
     # as Grafana: back to where one logs in, which for logstore is the page
     response = Response(content=b"", status_code=302, media_type="text/plain", headers={
         "Location": (ctx.config.server.http_path_prefix or "") + "/"})
-    response.cookies.extend(_cookies(request, ctx, "", "", 0))
+    response.cookies.append(_cookie(request, ctx, "", 0))
     return response
 
 

@@ -1,7 +1,8 @@
 """Session logins for the Grafana API, as Grafana's `POST /login` and `GET /logout` do them,
 so a browser page can sign in once and keep no password (README "Session login").
 
-A session is a random 256-bit token in the HttpOnly cookie `grafana_session`; the database
+A session is a random 256-bit token in an HttpOnly cookie (`grafana.login_cookie_name`,
+Grafana's `grafana_session`); the database
 keeps its SHA-256 only (the token is random, so a slow hash adds nothing), so sessions
 survive a restart and a copy of the database signs nobody in. A session ends at logout, when
 the user's password changes, `login_maximum_lifetime_duration` after the login, or
@@ -10,15 +11,17 @@ TOUCH_SECONDS, so inactivity is measured to within that).
 
 CSRF: a cookie goes with every request the browser makes to the site, whoever's page asks
 for it, so a request the cookie alone authenticates may change nothing. Each session has a
-second random token, its CSRF token: sent in the readable cookie `grafana_csrf` and in the
-login answer, it must come back in the `X-Grafana-CSRF` header of every POST, PUT, PATCH and
-DELETE the session cookie authenticates (another site's page can neither read the cookie
-nor set the header). Such a request with an Origin header must also come from this host, as
-Grafana checks. Basic auth and tokens are not cookies and need neither.
+CSRF token, an HMAC of the session token (so it is not stored, and the server can give it
+again from the cookie): the login answer and `GET /api/user` hand it to the page, and it must
+come back in the `X-Grafana-CSRF` header of every POST, PUT, PATCH and DELETE the cookie
+authenticates. Another site's page can read neither answer nor set the header. Such a request
+with an Origin header must also come from this host, as Grafana checks. Basic auth and tokens
+are not cookies and need neither.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
@@ -30,19 +33,23 @@ from services.grafana.common import Caller, Clock, GrafanaError, unauthorized
 from storage.grafana import identity as ident
 from storage.grafana import sessions as store
 
-COOKIE = "grafana_session"
-CSRF_COOKIE = "grafana_csrf"
 CSRF_HEADER = "X-Grafana-CSRF"
 TOUCH_SECONDS = 300
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SESSION_ENDED = "Unauthorized: the session has ended; log in again"
 CSRF_MISSING = (f"forbidden: a request signed in by the session cookie must carry the "
-                f"{CSRF_HEADER} header with the value of the {CSRF_COOKIE} cookie")
+                f"session's CSRF token in the {CSRF_HEADER} header (from POST /login or "
+                f"GET /api/user)")
 ORIGIN_REFUSED = "origin not allowed"  # Grafana's text for a cross-origin cookie request
 
 
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def csrf_token(session_token: str) -> str:
+    mac = hmac.new(session_token.encode(), b"logstore session csrf", hashlib.sha256)
+    return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,7 @@ class NewSession:
 @dataclass(frozen=True)
 class SessionCaller:
     caller: Caller
-    csrf_hash: str
+    csrf: str
     session_id: int
     stale: bool     # seen_at is older than TOUCH_SECONDS: the caller writes it anew
 
@@ -71,9 +78,9 @@ def open_session(conn: sqlite3.Connection, user: dict, lifetimes: Lifetimes) -> 
     slow password check runs before it on a reader thread, not on the writer)."""
     now = int(Clock.now())
     store.delete_expired(conn, now - lifetimes.maximum, now - lifetimes.inactive)
-    token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-    store.insert(conn, user["id"], digest(token), digest(csrf), now)
-    return NewSession(token, csrf, user["login"])
+    token = secrets.token_urlsafe(32)
+    store.insert(conn, user["id"], digest(token), now)
+    return NewSession(token, csrf_token(token), user["login"])
 
 
 def resolve(conn: sqlite3.Connection, token: str, org_header: str | None,
@@ -87,7 +94,7 @@ def resolve(conn: sqlite3.Connection, token: str, org_header: str | None,
     user = ident.user_by_id(conn, found["user_id"])
     if user is None or user["is_disabled"]:
         raise unauthorized(SESSION_ENDED)
-    return SessionCaller(user_caller(conn, user, org_header), found["csrf_hash"], found["id"],
+    return SessionCaller(user_caller(conn, user, org_header), csrf_token(token), found["id"],
                          now - found["seen_at"] >= TOUCH_SECONDS)
 
 
@@ -107,7 +114,7 @@ def check_csrf(session: SessionCaller, method: str, csrf_header: str | None,
         return
     if origin is not None and origin_host(origin) != host.lower():
         raise GrafanaError(403, ORIGIN_REFUSED)
-    if not csrf_header or not hmac.compare_digest(digest(csrf_header), session.csrf_hash):
+    if not csrf_header or not hmac.compare_digest(csrf_header.encode(), session.csrf.encode()):
         raise GrafanaError(403, CSRF_MISSING)
 
 

@@ -6,18 +6,17 @@ import sqlite3
 from typing import Any
 
 
-def insert(conn: sqlite3.Connection, user_id: int, token_hash: str, csrf_hash: str,
-           now: int) -> None:
-    conn.execute("INSERT INTO gf_session (user_id, token_hash, csrf_hash, created_at, seen_at) "
-                 "VALUES (?, ?, ?, ?, ?)", (user_id, token_hash, csrf_hash, now, now))
+def insert(conn: sqlite3.Connection, user_id: int, token_hash: str, now: int) -> None:
+    conn.execute("INSERT INTO gf_session (user_id, token_hash, created_at, seen_at) "
+                 "VALUES (?, ?, ?, ?)", (user_id, token_hash, now, now))
 
 
 def by_token(conn: sqlite3.Connection, token_hash: str) -> dict[str, Any] | None:
-    row = conn.execute("SELECT id, user_id, csrf_hash, created_at, seen_at FROM gf_session "
+    row = conn.execute("SELECT id, user_id, created_at, seen_at FROM gf_session "
                        "WHERE token_hash = ?", (token_hash,)).fetchone()
     if row is None:
         return None
-    return dict(zip(("id", "user_id", "csrf_hash", "created_at", "seen_at"), row))
+    return dict(zip(("id", "user_id", "created_at", "seen_at"), row))
 
 
 def touch(conn: sqlite3.Connection, session_id: int, now: int) -> None:

@@ -1,7 +1,8 @@
-"""Session login for the web page (README "Session login"): Grafana's POST /login sets an
-HttpOnly session cookie the Grafana API accepts like Basic auth; state-changing requests the
-cookie authenticates need the session's CSRF token in X-Grafana-CSRF and a same-host Origin;
-failed logins are limited as Basic ones are; sessions live in SQLite and end at logout."""
+"""Session login for the web page (README "Session login and CSRF"): Grafana's POST /login
+sets an HttpOnly session cookie the Grafana API accepts like Basic auth; state-changing
+requests the cookie authenticates need the session's CSRF token (from the login answer or
+GET /api/user) in X-Grafana-CSRF and a same-host Origin; failed logins are limited as Basic
+ones are; sessions live in SQLite and end at logout."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from tests.grafana.conftest import ADMIN, ALICE, Fixture, grafana_config
 BLOCKED = {"message": "too many consecutive incorrect login attempts for user - login for "
                       "user temporarily blocked"}
 CSRF_MISSING = {"message": "forbidden: a request signed in by the session cookie must carry "
-                           "the X-Grafana-CSRF header with the value of the grafana_csrf "
-                           "cookie"}
+                           "the session's CSRF token in the X-Grafana-CSRF header (from POST "
+                           "/login or GET /api/user)"}
 ENDED = {"message": "Unauthorized: the session has ended; log in again"}
 HOST = "http://testserver.local"
 
 
-def _app(template, data: Path, prefix: str = "") -> TestClient:
+def _app(template, data: Path, prefix: str = "", grafana: dict | None = None) -> TestClient:
     """An app over a copy of the fixture's database (its users exist: no first-start hash),
     to be entered with `with`; opened again on the same `data`, it is the app restarted."""
     if not data.exists():
@@ -33,6 +34,8 @@ def _app(template, data: Path, prefix: str = "") -> TestClient:
         shutil.copy(template[0] / DB_FILENAME, data / DB_FILENAME)
     cfg = grafana_config(data)
     cfg.server.http_path_prefix = prefix
+    for key, value in (grafana or {}).items():
+        setattr(cfg.grafana, key, value)
     return TestClient(create_app(cfg))
 
 
@@ -40,40 +43,55 @@ def _login(client: TestClient, who: tuple[str, str], path: str = "/login", **kw)
     return client.post(path, json={"user": who[0], "password": who[1]}, **kw)
 
 
-def _signed_in(fx: Fixture, who: tuple[str, str]) -> TestClient:
-    """fx's client holding `who`'s session cookies (and no Basic credentials)."""
+def _signed_in(fx: Fixture, who: tuple[str, str]) -> tuple[TestClient, str]:
+    """fx's client holding `who`'s session cookie (and no Basic credentials), and the
+    session's CSRF token."""
     r = _login(fx.client, who)
     assert r.status_code == 200, r.text
-    assert r.json()["csrfToken"] == fx.client.cookies["grafana_csrf"]
-    return fx.client
+    return fx.client, r.json()["csrfToken"]
 
 
 def _cookie_headers(response) -> dict[str, str]:
     return {h.split("=", 1)[0]: h for h in response.headers.get_list("set-cookie")}
 
 
-def test_login_sets_httponly_strict_cookies_under_the_path_prefix(template, tmp_path):
+def test_login_sets_an_httponly_strict_cookie_under_the_path_prefix(template, tmp_path):
     with _app(template, tmp_path / "data", "/logs") as client:
         r = _login(client, ADMIN, "/logs/login")
         assert r.status_code == 200, r.text
-        assert {k: v for k, v in r.json().items() if k != "csrfToken"} == \
+        body = r.json()
+        assert {k: v for k, v in body.items() if k != "csrfToken"} == \
             {"message": "Logged in", "redirectUrl": "/logs/"}
         cookies = _cookie_headers(r)
+        assert list(cookies) == ["grafana_session"]            # nothing a script can read
         session = [p.strip() for p in cookies["grafana_session"].split(";")]
         assert {"HttpOnly", "Path=/logs", "SameSite=strict", "Max-Age=2592000"} <= set(session)
         assert "Secure" not in session
-        csrf = [p.strip() for p in cookies["grafana_csrf"].split(";")]
-        assert "HttpOnly" not in csrf and {"Path=/logs", "SameSite=strict"} <= set(csrf)
-        assert client.get("/logs/api/user").json()["login"] == "admin"
-        # behind a TLS-terminating proxy the cookies are only ever sent over https
+        r = client.get("/logs/api/user")
+        assert r.json()["login"] == "admin"
+        # a reloaded page gets the CSRF token again with the user
+        assert r.headers["X-Grafana-CSRF"] == body["csrfToken"]
+        assert "X-Grafana-CSRF" not in client.get("/logs/api/user", auth=ADMIN).headers
+        # behind a TLS-terminating proxy the cookie is only ever sent over https
         r = _login(client, ADMIN, "/logs/login", headers={"X-Forwarded-Proto": "https"})
-        assert all("Secure" in h for h in _cookie_headers(r).values())
+        assert "Secure" in r.headers["set-cookie"]
+
+
+def test_the_cookie_name_is_grafanas_login_cookie_name(template, tmp_path):
+    with _app(template, tmp_path / "data",
+              grafana={"login_cookie_name": "logstore_session"}) as client:
+        r = _login(client, ADMIN)
+        assert list(_cookie_headers(r)) == ["logstore_session"]
+        assert client.get("/api/user").json()["login"] == "admin"
+        client.cookies.set("grafana_session", client.cookies["logstore_session"])
+        del client.cookies["logstore_session"]
+        assert client.get("/api/user").status_code == 401  # Grafana's own is not looked at
 
 
 def test_the_cookie_signs_in_a_viewer_who_does_not_see_a_folder_withheld(fresh):
     admin_view = fresh.titles("type=dash-folder")
     assert "Team Payments" in admin_view and "Infrastructure" in admin_view
-    client = _signed_in(fresh, ALICE)
+    client, _ = _signed_in(fresh, ALICE)
     user = client.get("/api/user").json()
     assert (user["login"], user["isGrafanaAdmin"]) == ("alice", False)
     r = client.get("/api/search", params={"type": "dash-folder"})
@@ -98,7 +116,7 @@ def test_a_wrong_password_is_refused_and_counted_with_basic_logins(fresh):
 
 
 def test_logout_ends_the_session_for_a_replayed_cookie(fresh):
-    client = _signed_in(fresh, ADMIN)
+    client, _ = _signed_in(fresh, ADMIN)
     stolen = client.cookies["grafana_session"]
     assert client.get("/api/user").status_code == 200
     r = client.get("/logout", follow_redirects=False)
@@ -110,8 +128,7 @@ def test_logout_ends_the_session_for_a_replayed_cookie(fresh):
 
 
 def test_cookie_writes_need_the_csrf_header_and_this_origin(fresh):
-    client = _signed_in(fresh, ADMIN)
-    token = client.cookies["grafana_csrf"]
+    client, token = _signed_in(fresh, ADMIN)
     body = {"title": "Made by cookie"}
     r = client.post("/api/folders", json=body)
     assert (r.status_code, r.json()) == (403, CSRF_MISSING)
@@ -142,13 +159,14 @@ def test_a_session_survives_a_restart_and_ends_with_a_new_password(template, tmp
     with _app(template, data) as first:
         assert _login(first, ADMIN).status_code == 200
         cookies = dict(first.cookies)
-        assert first.get("/api/user").json()["login"] == "admin"
+        token = first.get("/api/user").headers["X-Grafana-CSRF"]
     with _app(template, data) as again:                   # a new app, the same database
         again.cookies.update(cookies)
-        assert again.get("/api/user").json()["login"] == "admin"
+        r = again.get("/api/user")
+        assert r.json()["login"] == "admin" and r.headers["X-Grafana-CSRF"] == token
         r = again.put("/api/user/password", json={"oldPassword": ADMIN[1],
                                                    "newPassword": "admin-2-pass"},
-                      headers={"X-Grafana-CSRF": cookies["grafana_csrf"]})
+                      headers={"X-Grafana-CSRF": token})
         assert r.status_code == 200, r.text
         r = again.get("/api/user")
         assert (r.status_code, r.json()) == (401, ENDED)
@@ -156,7 +174,7 @@ def test_a_session_survives_a_restart_and_ends_with_a_new_password(template, tmp
 
 @pytest.mark.parametrize("days, alive", [(6.9, True), (7.1, False)])
 def test_a_session_unused_for_seven_days_ends(fresh, days, alive):
-    client = _signed_in(fresh, ADMIN)
+    client, _ = _signed_in(fresh, ADMIN)
     try:
         Clock.offset = days * 86400
         assert (client.get("/api/user").status_code == 200) is alive
