@@ -58,8 +58,9 @@ async def health(ctx: Ctx) -> Response:
 
 
 @get(["/frontend/settings", "/frontend/settings/"])
-async def frontend_settings() -> Response:
-    return ok({"appSubUrl": "", "authProxyEnabled": False, "buildInfo": {
+async def frontend_settings(ctx: Ctx) -> Response:
+    # Grafana's sub path (its root_url's path) is where logstore's routes live
+    return ok({"appSubUrl": ctx.config.server.http_path_prefix, "authProxyEnabled": False, "buildInfo": {
         "buildstamp": 0, "commit": "logstore", "edition": "Open Source", "env": "production",
         "hasUpdate": False, "hideVersion": False, "latestVersion": "", "version": GRAFANA_VERSION,
     }, "defaultDatasource": "", "featureToggles": {"nestedFolders": True}})

@@ -214,7 +214,10 @@ def schema(app: Any) -> dict:
         elif path.startswith("/api/"):
             methods = sorted(m.lower() for m in route.methods if m not in ("OPTIONS", "HEAD"))
             paths[spec_path] = {m: _grafana_op(m, path) for m in methods}
-    return {"openapi": "3.0.3",
+    prefix = app.state.services.config.server.http_path_prefix
+    # under server.http_path_prefix the paths below are relative to it
+    servers = {"servers": [{"url": prefix}]} if prefix else {}
+    return {"openapi": "3.0.3", **servers,
             "info": {"title": "logstore", "version": "1",
                      "description": "Loki's HTTP API (paths /logstore, /compat, /api/compat "
                                     "and Loki's own names) and Grafana's folder and dashboard "

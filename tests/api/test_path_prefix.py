@@ -46,6 +46,9 @@ def test_every_route_answers_under_the_prefix(prefixed):
     assert prefixed.get(PREFIX + "/api/search").status_code == 401   # the Grafana API's own
     r = prefixed.get(PREFIX + "/loki/api/v1/labels")
     assert r.status_code == 200 and "job" in r.json()["data"]
+    # where clients find the prefix: Grafana's sub path, OpenAPI's server URL
+    assert prefixed.get(PREFIX + "/api/frontend/settings").json()["appSubUrl"] == PREFIX
+    assert prefixed.get(PREFIX + "/openapi.json").json()["servers"] == [{"url": PREFIX}]
 
 
 def test_nothing_answers_outside_the_prefix(prefixed):
