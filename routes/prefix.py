@@ -41,7 +41,7 @@ def under_prefix(app: ASGIApp, prefix: str) -> ASGIApp:
                 scope["raw_path"] = raw[len(prefix):]
             await app(scope, receive, send)
         elif kind == "websocket":
-            await send({"type": "websocket.close", "code": 1008})
+            await _refuse_websocket(scope, send)
         elif path == prefix:
             # the page's URLs are relative: at `/logs` they would resolve against `/`
             query = scope.get("query_string", b"")
@@ -57,3 +57,16 @@ async def _answer(send: Any, status: int, body: bytes, headers: list) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [*headers, (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse_websocket(scope: Any, send: Any) -> None:
+    """The 404 an HTTP request gets, where the server can send a response instead of the
+    handshake (ASGI's websocket.http.response extension); else a refused handshake (403)."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = NOT_FOUND_TEXT.encode()
+    await send({"type": "websocket.http.response.start", "status": 404,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "websocket.http.response.body", "body": body})

@@ -93,9 +93,10 @@ def test_tail_and_push_under_the_prefix_on_a_real_server(make_server):
     ws = srv.url.replace("http://", "ws://")
 
     async def main():
-        with pytest.raises(websockets.InvalidStatus):
+        with pytest.raises(websockets.InvalidStatus) as refused:
             async with websockets.connect(ws + "/loki/api/v1/tail?query=%7Bjob%3D%22t%22%7D"):
                 pass
+        assert refused.value.response.status_code == 404
         url = ws + PREFIX + "/loki/api/v1/tail?query=%7Bjob%3D%22t%22%7D"
         async with websockets.connect(url) as sock:
             body = {"streams": [{"stream": {"job": "t"},
