@@ -210,8 +210,9 @@ class GrafanaConfig(msgspec.Struct, kw_only=True):
     # its login, or after this long unused, whichever comes first (Grafana's defaults)
     login_maximum_lifetime_duration: int = 30 * 24 * 3600 * 10**9  # ns
     login_maximum_inactive_lifetime_duration: int = 7 * 24 * 3600 * 10**9  # ns
-    # cookies are not told apart by port: a Grafana on the same host name uses this one too
-    login_cookie_name: str = "grafana_session"
+    # not Grafana's grafana_session: cookies are not told apart by port, and a Grafana on
+    # the same host name would replace the session of logstore's page
+    login_cookie_name: str = "logstore_session"
 
 
 class StorageConfig(msgspec.Struct, kw_only=True):

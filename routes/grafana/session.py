@@ -1,5 +1,5 @@
 """Grafana's session login for the web page: `POST /login` with `{"user", "password"}` sets
-the session cookie (`grafana_session` unless `grafana.login_cookie_name` says otherwise) and
+the session cookie (`logstore_session` unless `grafana.login_cookie_name` says otherwise) and
 answers the session's CSRF token, `GET /logout` ends the session; the Grafana API under /api
 then accepts the cookie where it accepts Basic auth (services/grafana/sessions.py says how
 sessions and their CSRF tokens work)."""

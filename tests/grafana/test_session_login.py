@@ -63,8 +63,8 @@ def test_login_sets_an_httponly_strict_cookie_under_the_path_prefix(template, tm
         assert {k: v for k, v in body.items() if k != "csrfToken"} == \
             {"message": "Logged in", "redirectUrl": "/logs/"}
         cookies = _cookie_headers(r)
-        assert list(cookies) == ["grafana_session"]            # nothing a script can read
-        session = [p.strip() for p in cookies["grafana_session"].split(";")]
+        assert list(cookies) == ["logstore_session"]            # nothing a script can read
+        session = [p.strip() for p in cookies["logstore_session"].split(";")]
         assert {"HttpOnly", "Path=/logs", "SameSite=strict", "Max-Age=2592000"} <= set(session)
         assert "Secure" not in session
         r = client.get("/logs/api/user")
@@ -79,12 +79,12 @@ def test_login_sets_an_httponly_strict_cookie_under_the_path_prefix(template, tm
 
 def test_the_cookie_name_is_grafanas_login_cookie_name(template, tmp_path):
     with _app(template, tmp_path / "data",
-              grafana={"login_cookie_name": "logstore_session"}) as client:
+              grafana={"login_cookie_name": "grafana_session"}) as client:
         r = _login(client, ADMIN)
-        assert list(_cookie_headers(r)) == ["logstore_session"]
+        assert list(_cookie_headers(r)) == ["grafana_session"]
         assert client.get("/api/user").json()["login"] == "admin"
-        client.cookies.set("grafana_session", client.cookies["logstore_session"])
-        del client.cookies["logstore_session"]
+        client.cookies.set("logstore_session", client.cookies["grafana_session"])
+        del client.cookies["grafana_session"]
         assert client.get("/api/user").status_code == 401  # Grafana's own is not looked at
 
 
@@ -116,12 +116,12 @@ def test_a_wrong_password_is_refused_and_counted_with_basic_logins(fresh):
 
 def test_logout_ends_the_session_for_a_replayed_cookie(fresh):
     client, _ = _signed_in(fresh, ADMIN)
-    stolen = client.cookies["grafana_session"]
+    stolen = client.cookies["logstore_session"]
     assert client.get("/api/user").status_code == 200
     r = client.get("/logout", follow_redirects=False)
     assert (r.status_code, r.headers["location"]) == (302, "/")
-    assert "grafana_session" not in client.cookies       # the browser drops it
-    client.cookies.set("grafana_session", stolen)
+    assert "logstore_session" not in client.cookies       # the browser drops it
+    client.cookies.set("logstore_session", stolen)
     r = client.get("/api/user")
     assert (r.status_code, r.json()) == (401, ENDED)
 
@@ -150,7 +150,7 @@ def test_cookie_writes_need_the_csrf_header_and_this_origin(fresh):
 def test_a_foreign_page_cannot_sign_the_browser_in(fresh):
     r = _login(fresh.client, ADMIN, headers={"Origin": "http://evil.example"})
     assert (r.status_code, r.json()) == (403, {"message": "origin not allowed"})
-    assert "grafana_session" not in fresh.client.cookies
+    assert "logstore_session" not in fresh.client.cookies
 
 
 def test_a_session_survives_a_restart_and_ends_with_a_new_password(template, tmp_path):
