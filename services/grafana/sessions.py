@@ -3,11 +3,11 @@ so a browser page can sign in once and keep no password (README "Session login")
 
 A session is a random 256-bit token in an HttpOnly cookie (`grafana.login_cookie_name`,
 default `logstore_session`: not Grafana's `grafana_session`, since browsers share cookies
-across ports); the database keeps its SHA-256 only (the token is random, so a slow hash
-adds nothing), so sessions survive a restart and a copy of the database signs nobody in. A session ends at logout, when
-the user's password changes, `login_maximum_lifetime_duration` after the login, or
-`login_maximum_inactive_lifetime_duration` after its last use (written at most every
-TOUCH_SECONDS, so inactivity is measured to within that).
+across ports); the database keeps its SHA-256 only (the token is random, so a slow hash adds
+nothing), so sessions survive a restart and a copy of the database signs nobody in. A
+session ends at logout, when the user's password changes, `login_maximum_lifetime_duration`
+after the login, or `login_maximum_inactive_lifetime_duration` after its last use (written
+at most every TOUCH_SECONDS, so inactivity is measured to within that).
 
 CSRF: a cookie goes with every request the browser makes to the site, whoever's page asks
 for it, so a request the cookie alone authenticates may change nothing. Each session has a
