@@ -168,6 +168,11 @@ PATHS: dict[str, dict[str, Any]] = {
                                                      q("terminate")],
                                    answers({"204": ()})),
     "/openapi.json": ops_page(responses=answers({"200": (JSON,)})),
+    # the web page (routes/ui.py): 304 when If-None-Match names the file's ETag
+    "/": ops_page(params=[h("If-None-Match")],
+                  responses=answers({"200": ("text/html",), "304": ()})),
+    "/ui/{name}": ops_page(params=[h("If-None-Match")], responses=answers(
+        {"200": ("text/javascript", "text/css", "image/svg+xml"), "304": ()})),
 }
 for ring in ("/ring", "/distributor/ring", "/ruler/ring", "/compactor/ring",
              "/indexgateway/ring", "/scheduler/ring", "/pattern/ring"):

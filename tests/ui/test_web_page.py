@@ -1,0 +1,165 @@
+"""The built-in web page (README "Web page") in a real headless Chromium against a real
+server holding loghub lines: what a person sees after typing, clicking and going back."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.ui.harness import push
+
+WAIT = 10  # seconds an explicit wait may take before the test fails
+
+
+def wait(driver, condition, timeout: float = WAIT, message: str = ""):
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition, message)
+
+
+def css(driver, selector: str):
+    return driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def open_page(driver, server, query_string: str = "", view: str = "explore") -> None:
+    """Load the page and wait until it shows `view`; the previous page's state is gone."""
+    driver.get(server.url + "/" + query_string)
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f'body[data-view="{view}"]'),
+         message=f"the {view} view did not show")
+
+
+def run_query(driver, text: str) -> None:
+    """Type the query as a person does and run it with Ctrl+Enter; waits until the page
+    reports the answer (a line count or an error)."""
+    box = css(driver, "#query")
+    box.clear()
+    box.send_keys(text)
+    box.send_keys(Keys.CONTROL, Keys.ENTER)  # the page says "Running…" before this returns
+    wait(driver, lambda d: css(d, "#error").is_displayed() or " in " in css(d, "#status").text,
+         message=f"no answer shown for {text}")
+
+
+def shown_lines(driver) -> list[str]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#lines .row .line')].map(e => e.textContent)")
+
+
+def api_lines(server, query: str, limit: int = 1000) -> list[str]:
+    r = httpx.get(server.url + "/logstore/api/v1/query_range",
+                  params={"query": query, "limit": limit, "since": "1h"})
+    assert r.status_code == 200, r.text
+    entries = [(int(ts), line) for s in r.json()["data"]["result"] for ts, line in s["values"]]
+    return [line for _, line in sorted(entries, reverse=True)]
+
+
+def test_the_page_and_its_files_are_served_with_types_and_validators(ui_server):
+    page = httpx.get(ui_server.url + "/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["cache-control"] == "no-cache"
+    assert 'src="ui/app.js"' in page.text and 'src="/' not in page.text  # relative only
+    js = httpx.get(ui_server.url + "/ui/app.js")
+    assert js.headers["content-type"].startswith("text/javascript")
+    again = httpx.get(ui_server.url + "/ui/app.js", headers={"If-None-Match": js.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    css_file = httpx.get(ui_server.url + "/ui/style.css")
+    assert css_file.headers["content-type"].startswith("text/css")
+    missing = httpx.get(ui_server.url + "/ui/nope.js")
+    assert missing.status_code == 404 and "nope.js" in missing.text
+    assert httpx.get(ui_server.url + "/ui/..%2Fapp.py").status_code == 404
+
+
+def test_the_page_loads_without_console_errors(ui_server, browser):
+    open_page(browser, ui_server)
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#query"), message="no query box")
+    assert browser.title == "logstore"
+    assert css(browser, "#nav a[aria-current=page]").text == "Explore"
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+
+
+def test_a_typed_query_shows_the_apis_lines_highlighted_and_volume_bars(ui_server, browser):
+    open_page(browser, ui_server)
+    query = '{system="hdfs"} |= "Receiving"'
+    run_query(browser, query)
+    expected = api_lines(ui_server, query)
+    assert expected, "the loghub HDFS lines mention Receiving"
+    assert shown_lines(browser) == expected
+    marks = browser.execute_script(
+        "return [...document.querySelectorAll('#lines mark')].map(e => e.textContent)")
+    assert len(marks) == len(expected) and set(marks) == {"Receiving"}
+    # the histogram: bars by level, as many lines as the list holds
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#volume rect.bar"),
+         message="no histogram bars")
+    levels = {e.get_attribute("data-level")
+              for e in browser.find_elements(By.CSS_SELECTOR, "#volume rect.bar")}
+    assert levels == {"info"}
+    total = browser.execute_script(
+        "return [...document.querySelectorAll('#volume rect.bar title')]"
+        ".reduce((n, t) => n + Number(t.textContent.split(': ')[1].split(' ')[0]), 0)")
+    assert total == len(expected)
+    assert "q=" in browser.current_url
+
+
+def test_clicking_a_label_value_puts_it_into_the_query(ui_server, browser):
+    open_page(browser, ui_server)
+    css(browser, "#query").clear()
+    css(browser, "#label-browser summary").click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#label-names [data-label="system"]'),
+         message="label names not listed")
+    css(browser, '#label-names [data-label="system"]').click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#label-values [data-value="zookeeper"]'),
+         message="values of system not listed")
+    values = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#label-values button")]
+    assert values == ["apache", "hdfs", "zookeeper"]
+    css(browser, '#label-values [data-value="zookeeper"]').click()
+    assert css(browser, "#query").get_attribute("value") == '{system="zookeeper"}'
+    # a second value of the same label replaces the first; another label is added
+    css(browser, '#label-values [data-value="apache"]').click()
+    css(browser, '#label-names [data-label="level"]').click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#label-values [data-value="error"]'))
+    css(browser, '#label-values [data-value="error"]').click()
+    assert css(browser, "#query").get_attribute("value") == '{system="apache", level="error"}'
+
+
+def test_back_restores_the_previous_query_and_its_lines(ui_server, browser):
+    open_page(browser, ui_server)
+    first, second = '{system="apache", level="error"}', '{system="zookeeper"} |= "WARN"'
+    run_query(browser, first)
+    first_lines = shown_lines(browser)
+    assert first_lines == api_lines(ui_server, first)
+    run_query(browser, second)
+    assert shown_lines(browser) == api_lines(ui_server, second) != first_lines
+    browser.back()
+    wait(browser, lambda d: css(d, "#query").get_attribute("value") == first,
+         message="Back did not restore the query")
+    wait(browser, lambda d: shown_lines(d) == first_lines, message="nor its lines")
+
+
+def test_an_invalid_query_shows_the_apis_parse_error(ui_server, browser):
+    open_page(browser, ui_server)
+    bad = '{system="apache"} |= '
+    api = httpx.get(ui_server.url + "/logstore/api/v1/query_range", params={"query": bad})
+    assert api.status_code == 400 and "parse error" in api.text
+    run_query(browser, bad)
+    wait(browser, lambda d: css(d, "#error").is_displayed(), message="no error shown")
+    assert css(browser, "#error").text == api.text.strip()
+    assert shown_lines(browser) == []
+
+
+def test_tail_shows_a_line_pushed_after_it_connected(ui_server, browser):
+    query = '{system="tailed"}'
+    open_page(browser, ui_server, "?" + str(httpx.QueryParams({"view": "tail", "q": query})),
+              view="tail")
+    wait(browser, lambda d: css(d, "#tail-status").text.startswith("Connected"),
+         message="the tail did not connect")
+    line = f"a line pushed at {time.time_ns()} while the page tails"
+    push(ui_server, [({"system": "tailed"}, [[str(time.time_ns()), line]])])
+    try:
+        wait(browser, lambda d: line in [e.text for e in d.find_elements(
+            By.CSS_SELECTOR, "#tail-lines .row .line")], timeout=3)
+    except TimeoutException:
+        pytest.fail("the pushed line did not appear in the tail within 3 s")
