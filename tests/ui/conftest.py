@@ -14,18 +14,19 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import LogstoreServer
-from tests.ui.harness import loghub_streams, push, start_chromium
+from tests.ui.harness import grafana_objects, loghub_streams, push, start_chromium
 
-ADMIN = ("admin", "admin")
 
 
 @pytest.fixture(scope="module")
 def ui_server(tmp_path_factory) -> Iterator[LogstoreServer]:
-    """The server with the loghub lines of tests/ui/data.py over the last ten minutes."""
+    """The server with the loghub lines of tests/ui/harness.py over the last ten minutes,
+    and its folders, dashboards and Viewer."""
     server = LogstoreServer(tmp_path_factory.mktemp("ui") / "data",
                             {"grafana": {"admin_password": "admin"}}).start()
     try:
         push(server, loghub_streams(time.time_ns()))
+        grafana_objects(server.url)
         yield server
     finally:
         server.stop()

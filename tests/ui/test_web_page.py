@@ -12,7 +12,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.ui.harness import push
+from tests.ui.harness import ADMIN, VIEWER, push
 
 WAIT = 10  # seconds an explicit wait may take before the test fails
 
@@ -163,3 +163,26 @@ def test_tail_shows_a_line_pushed_after_it_connected(ui_server, browser):
             By.CSS_SELECTOR, "#tail-lines .row .line")], timeout=3)
     except TimeoutException:
         pytest.fail("the pushed line did not appear in the tail within 3 s")
+
+
+def search_titles(driver) -> list[str]:
+    return [e.text.replace(" \u2605", "") for e in
+            driver.find_elements(By.CSS_SELECTOR, "#search-results td.title")]
+
+
+def test_search_as_a_viewer_finds_dashboards_but_not_a_folder_it_may_not_see(ui_server, browser):
+    admin = httpx.get(ui_server.url + "/api/search", auth=ADMIN).json()
+    assert "Team Payments" in [h["title"] for h in admin]  # the folder exists
+    viewer = [h["title"] for h in httpx.get(ui_server.url + "/api/search", auth=VIEWER).json()]
+    open_page(browser, ui_server, "?view=dashboards", view="dashboards")
+    wait(browser, lambda d: d.find_elements(By.ID, "login-user"), message="no login form")
+    css(browser, "#login-user").send_keys(VIEWER[0])
+    css(browser, "#login-password").send_keys(VIEWER[1], Keys.ENTER)
+    wait(browser, lambda d: search_titles(d), message="no search results")
+    assert search_titles(browser) == viewer and "Team Payments" not in viewer
+    assert css(browser, "#who").text.startswith("Logged in as alice")
+    css(browser, "#search-query").send_keys("hdfs", Keys.ENTER)
+    wait(browser, lambda d: search_titles(d) == ["HDFS blocks"], message="search for hdfs")
+    # the password lives in the page's memory only
+    assert browser.execute_script("return localStorage.length + sessionStorage.length") == 0
+    assert browser.get_cookies() == []

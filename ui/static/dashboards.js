@@ -75,12 +75,12 @@ export function mount(main) {
   function render(items) {
     if (!items.length) { results.innerHTML = '<p class="muted">Nothing found.</p>'; return; }
     const rows = items.map((it) => `<tr class="${it.type === 'dash-folder' ? 'folder' : 'dash'}">` +
-      `<td>${it.type === 'dash-folder' ? '\u{1F4C1}' : '\u25A6'}</td>` +
+      `<td class="muted">${it.type === 'dash-folder' ? 'folder' : 'dashboard'}</td>` +
       `<td class="title">${esc(it.title)}${it.isStarred ? ' <span class="star" title="starred">\u2605</span>' : ''}</td>` +
       `<td>${esc(it.folderTitle || (it.type === 'dash-folder' ? '' : 'General'))}</td>` +
       `<td>${(it.tags || []).map((t) => `<button type="button" class="chip" data-tag="${esc(t)}">${esc(t)}</button>`).join(' ')}</td>` +
       `<td class="muted">${esc(it.uid)}</td></tr>`).join('');
-    results.innerHTML = `<table class="search"><thead><tr><th></th><th>Title</th><th>Folder</th><th>Tags</th><th>UID</th></tr></thead><tbody>${rows}</tbody></table>`;
+    results.innerHTML = `<table class="search"><thead><tr><th>Type</th><th>Title</th><th>Folder</th><th>Tags</th><th>UID</th></tr></thead><tbody>${rows}</tbody></table>`;
   }
 
   results.addEventListener('click', (ev) => {
