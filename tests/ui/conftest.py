@@ -23,7 +23,10 @@ def ui_server(tmp_path_factory) -> Iterator[LogstoreServer]:
     """The server with the loghub lines of tests/ui/harness.py over the last ten minutes,
     and its folders, dashboards and Viewer."""
     server = LogstoreServer(tmp_path_factory.mktemp("ui") / "data",
-                            {"grafana": {"admin_password": "admin"}}).start()
+                            {"grafana": {"admin_password": "admin"},
+                             "pattern_ingester": {"enabled": True},
+                             "ruler": {"evaluation_interval": "1s", "poll_interval": "1s"}}
+                            ).start()
     try:
         push(server, loghub_streams(time.time_ns()))
         grafana_objects(server.url)

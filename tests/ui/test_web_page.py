@@ -186,3 +186,52 @@ def test_search_as_a_viewer_finds_dashboards_but_not_a_folder_it_may_not_see(ui_
     # the password lives in the page's memory only
     assert browser.execute_script("return localStorage.length + sessionStorage.length") == 0
     assert browser.get_cookies() == []
+
+
+RULES = """name: loghub-errors
+interval: 1s
+rules:
+  - alert: ApacheErrors
+    expr: sum(count_over_time({system="apache", level="error"}[1h])) > 0
+    labels: {severity: page}
+"""
+
+
+def test_alerts_show_the_group_its_rule_and_the_firing_alert(ui_server, browser):
+    r = httpx.post(ui_server.url + "/logstore/api/v1/rules/ui", content=RULES,
+                   headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 202, r.text
+
+    def firing() -> bool:
+        alerts = httpx.get(ui_server.url + "/compat/api/v1/alerts").json()["data"]["alerts"]
+        return any(a["state"] == "firing" for a in alerts)
+    wait(None, lambda _: firing(), message="the rule did not fire")  # the state shown below
+    open_page(browser, ui_server, "?view=alerts", view="alerts")
+    wait(browser, lambda d: "1 firing alert" in css(d, "#alerts-summary").text,
+         message="no firing alert shown")
+    group = css(browser, "#alert-groups .group")
+    assert "loghub-errors" in group.find_element(By.TAG_NAME, "h3").text
+    row = group.find_element(By.CSS_SELECTOR, "tbody tr").text
+    assert "ApacheErrors" in row and "firing" in row and "ok" in row
+    assert 'severity="page"' in group.find_element(By.CSS_SELECTOR, "li.firing").text
+
+
+def test_patterns_and_fields_lead_back_to_explore(ui_server, browser):
+    query = '{system="hdfs"}'
+    api = httpx.get(ui_server.url + "/logstore/api/v1/patterns",
+                    params={"query": query, "since": "1h"})
+    assert api.status_code == 200 and api.json()["data"], api.text
+    open_page(browser, ui_server, "?" + str(httpx.QueryParams({"view": "patterns", "q": query})),
+              view="patterns")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#patterns button[data-pattern]"),
+         message="no patterns shown")
+    top = max(api.json()["data"], key=lambda p: sum(int(c) for _, c in p["samples"]))
+    first = css(browser, "#patterns button[data-pattern]")
+    assert first.get_attribute("data-pattern") == top["pattern"]
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#fields button[data-field]'))
+    first.click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'body[data-view="explore"]'))
+    assert css(browser, "#query").get_attribute("value") == f"{query} |> `{top['pattern']}`"
+    wait(browser, lambda d: " in " in css(d, "#status").text or css(d, "#error").is_displayed())
+    assert not css(browser, "#error").is_displayed()
+    assert len(shown_lines(browser)) == sum(int(c) for _, c in top["samples"])
