@@ -8,6 +8,7 @@ import time
 import httpx
 import pytest
 from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -102,6 +103,37 @@ def test_a_typed_query_shows_the_apis_lines_highlighted_and_volume_bars(ui_serve
         ".reduce((n, t) => n + Number(t.textContent.split(': ')[1].split(' ')[0]), 0)")
     assert total == len(expected)
     assert "q=" in browser.current_url
+
+
+def test_dragging_across_the_histogram_zooms_the_range(ui_server, browser):
+    open_page(browser, ui_server)
+    run_query(browser, '{job="loghub"}')
+    svg = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#volume svg"),
+               message="no histogram")[0]
+    assert css(browser, "#range").get_attribute("value") == "1h"
+    width = svg.size["width"]
+    # from 88% to 97% of the width (offsets count from the centre): across the last ten
+    # minutes, where the lines are
+    ActionChains(browser).move_to_element_with_offset(svg, int(width * 0.38), 0) \
+        .click_and_hold().move_by_offset(int(width * 0.09), 0).release().perform()
+    wait(browser, lambda d: css(d, "#range").get_attribute("value") == "abs",
+         message="the range did not become absolute")
+    params = httpx.URL(browser.current_url).params
+    start, end = int(params["from"]), int(params["to"])
+    # the drag's share of the hour's axis (which is 95% of the width), ending minutes ago
+    assert 5 * 60e3 < end - start < 6.5 * 60e3
+    assert 0 < time.time() * 1000 - end < 5 * 60e3
+    wait(browser, lambda d: " in " in css(d, "#status").text, message="no answer")
+    expected = api_lines_between(ui_server, '{job="loghub"}', start, end)
+    assert 0 < len(shown_lines(browser)) == len(expected)
+
+
+def api_lines_between(server, query: str, start_ms: int, end_ms: int) -> list:
+    r = httpx.get(server.url + "/logstore/api/v1/query_range",
+                  params={"query": query, "limit": 1000, "start": f"{start_ms}000000",
+                          "end": f"{end_ms}000000"})
+    assert r.status_code == 200, r.text
+    return [v for s in r.json()["data"]["result"] for v in s["values"]]
 
 
 def test_clicking_a_label_value_puts_it_into_the_query(ui_server, browser):
