@@ -113,8 +113,10 @@ export function mount(main, initial) {
       const ms = Math.round(performance.now() - t0);
       if (res.data.resultType === 'streams') {
         const entries = entriesOf(res.data.result, s.dir);
+        const t1 = performance.now();
         list.render(entries, needles(s.q));
-        status.textContent = `${entries.length} line${entries.length === 1 ? '' : 's'} in ${ms} ms` +
+        const drawn = Math.round(performance.now() - t1);
+        status.textContent = `${entries.length} line${entries.length === 1 ? '' : 's'} in ${ms} ms, shown in ${drawn} ms` +
           (entries.length >= Number(s.limit) ? ` (the limit: older lines not shown)` : '');
       } else {
         list.render([]);
