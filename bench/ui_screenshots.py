@@ -62,7 +62,8 @@ def shoot(driver, server: LogstoreServer, out: Path, suffix: str) -> None:
         lambda d: d.find_element(By.ID, "tail-status").text.startswith("Connected"))
     now = time.time_ns()
     push(server, [({"job": "loghub", "system": "demo", "level": "info"},
-                   [[str(now + i), f"level=info msg=\"live line {i}\" user=u{i}"] for i in range(5)])])
+                   [[str(now + i), f'level=info msg="live line {i}" user=u{i}']
+                    for i in range(5)])])
     until(driver, "#tail-lines .row")
     driver.save_screenshot(str(out / "ui-tail.png"))
     driver.get(f"{server.url}/?view=dashboards")

@@ -103,6 +103,20 @@ def test_a_typed_query_shows_the_apis_lines_highlighted_and_volume_bars(ui_serve
         ".reduce((n, t) => n + Number(t.textContent.split(': ')[1].split(' ')[0]), 0)")
     assert total == len(expected)
     assert "q=" in browser.current_url
+    # a line opens to its stream labels and structured metadata, and closes again
+    first = css(browser, "#lines .row")
+    first.click()
+    details = css(browser, "#lines .row + .details")
+    assert first.get_attribute("aria-expanded") == "true"
+    pairs = browser.execute_script(
+        "return [...arguments[0].querySelectorAll('section')].map(s => [s.querySelector('h4')"
+        ".textContent, [...s.querySelectorAll('tr')].map(r => r.cells[0].textContent + '=' +"
+        " r.cells[1].textContent)])", details)
+    assert pairs[0] == ["Stream labels", ["job=loghub", "level=info", "service_name=loghub",
+                                          "system=hdfs"]]
+    assert pairs[1] == ["Structured metadata", ["detected_level=info"]]
+    first.send_keys(Keys.ENTER)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#lines .details")
 
 
 def test_dragging_across_the_histogram_zooms_the_range(ui_server, browser):
@@ -143,8 +157,9 @@ def test_clicking_a_label_value_puts_it_into_the_query(ui_server, browser):
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#label-names [data-label="system"]'),
          message="label names not listed")
     css(browser, '#label-names [data-label="system"]').click()
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '#label-values [data-value="zookeeper"]'),
-         message="values of system not listed")
+    wait(browser, lambda d: d.find_elements(
+        By.CSS_SELECTOR, '#label-values [data-value="zookeeper"]'),
+        message="values of system not listed")
     values = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#label-values button")]
     assert values == ["apache", "hdfs", "zookeeper"]
     css(browser, '#label-values [data-value="zookeeper"]').click()
@@ -191,10 +206,24 @@ def test_tail_shows_a_line_pushed_after_it_connected(ui_server, browser):
     line = f"a line pushed at {time.time_ns()} while the page tails"
     push(ui_server, [({"system": "tailed"}, [[str(time.time_ns()), line]])])
     try:
-        wait(browser, lambda d: line in [e.text for e in d.find_elements(
-            By.CSS_SELECTOR, "#tail-lines .row .line")], timeout=3)
+        wait(browser, lambda d: line in tailed(d), timeout=3)
     except TimeoutException:
         pytest.fail("the pushed line did not appear in the tail within 3 s")
+    # paused, a new line waits in the buffer; resumed, it shows
+    css(browser, "#tail-pause").click()
+    assert css(browser, "#tail-pause").text == "Resume"
+    held = f"a line pushed at {time.time_ns()} while paused"
+    push(ui_server, [({"system": "tailed"}, [[str(time.time_ns()), held]])])
+    wait(browser, lambda d: "1 new line waiting" in css(d, "#tail-status").text,
+         message="the paused tail did not receive the line")
+    assert held not in tailed(browser)
+    css(browser, "#tail-pause").click()
+    assert tailed(browser)[-2:] == [line, held]
+
+
+def tailed(driver) -> list[str]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#tail-lines .row .line')].map(e => e.textContent)")
 
 
 def search_titles(driver) -> list[str]:
