@@ -296,3 +296,14 @@ def test_patterns_and_fields_lead_back_to_explore(ui_server, browser):
     wait(browser, lambda d: " in " in css(d, "#status").text or css(d, "#error").is_displayed())
     assert not css(browser, "#error").is_displayed()
     assert len(shown_lines(browser)) == sum(int(c) for _, c in top["samples"])
+
+
+def test_a_tail_the_server_refuses_shows_why(ui_server, browser):
+    bad = '{system="tailed"} |~ "("'
+    api = httpx.get(ui_server.url + "/logstore/api/v1/query_range", params={"query": bad})
+    assert api.status_code == 400
+    open_page(browser, ui_server, "?" + str(httpx.QueryParams({"view": "tail", "q": bad})),
+              view="tail")
+    wait(browser, lambda d: css(d, "#tail-error").is_displayed(), message="no error shown")
+    assert css(browser, "#tail-error").text == api.text.strip()
+    assert css(browser, "#tail-status").text == "Disconnected."

@@ -65,3 +65,14 @@ export function tailURL(query, startMs, limit) {
   url.search = new URLSearchParams({ query, start: msToNs(startMs), limit: String(limit) });
   return url.toString();
 }
+
+// Why the server refused a tail: a browser hides the answer to a refused WebSocket, but the
+// same URL over plain HTTP gets the same checks and says which failed ("Bad Request" alone
+// when they all passed and only the missing upgrade was refused)
+export async function tailRefusal(wsURL) {
+  const url = new URL(wsURL);
+  url.protocol = url.protocol === 'wss:' ? 'https:' : 'http:';
+  const res = await fetch(url, { credentials: 'same-origin' });
+  const text = (await res.text()).trim();
+  return text === 'Bad Request' ? '' : text;
+}

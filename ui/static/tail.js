@@ -46,13 +46,11 @@ export function mount(main, initial) {
     pause.disabled = stop.disabled = true;
   }
 
-  async function explain(q) {
-    // the browser hides why a WebSocket was refused: ask the query parser for the reason
+  async function explain(url) {
     try {
-      await api.api('logstore/api/v1/format_query', { query: q });
-      return 'The server refused the tail (see its log), or it closed.';
+      return (await api.tailRefusal(url)) || 'The tail closed before it started (see the server\u2019s log).';
     } catch (e) {
-      return e.message;
+      return `The server cannot be reached: ${e.message}`;
     }
   }
 
@@ -67,7 +65,8 @@ export function mount(main, initial) {
     list.render([], needles(q));
     setStatus('Connecting…');
     // from a minute ago: the last lines give context before the live ones
-    const sock = ws = new WebSocket(api.tailURL(q, Date.now() - 60e3, 100));
+    const url = api.tailURL(q, Date.now() - 60e3, 100);
+    const sock = ws = new WebSocket(url);
     let opened = false;
     sock.onopen = () => {
       opened = true;
@@ -96,7 +95,7 @@ export function mount(main, initial) {
       ws = null;
       pause.disabled = stop.disabled = true;
       setStatus('Disconnected.');
-      const reason = ev.reason || (opened ? '' : await explain(q));
+      const reason = ev.reason || (opened ? '' : await explain(url));
       if (reason) {
         error.textContent = reason;
         error.hidden = false;
