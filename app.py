@@ -34,8 +34,9 @@ def route_modules() -> list:
     from routes.loki import (admin, delete, drilldown, index, legacy, meta, openapi, otlp, push,
                              query, rules, tail)
     from routes.grafana import api as grafana
+    from routes import ui
     return [push, otlp, meta, admin, grafana, query, tail, legacy, delete, rules, index,
-            drilldown, openapi]
+            drilldown, openapi, ui]
 
 
 def tune_process() -> None:

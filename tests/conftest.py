@@ -76,6 +76,8 @@ NEEDS = {
     "prometheus": "apt-get install -y prometheus",
     "make": "apt-get install -y make",
     "systemd-analyze": "apt-get install -y systemd",  # verifies deploy/logstore.service
+    "chromium": "apt-get install -y chromium",  # tests/ui drive the web page in it
+    "chromedriver": "apt-get install -y chromium-driver",
 }
 
 

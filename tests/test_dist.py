@@ -89,6 +89,10 @@ def test_pyz_serves(pyz, shiv_root, tmp_path):
         assert httpx.post(url + "/logstore/api/v1/push", json=body).status_code == 204
         r = httpx.get(url + "/logstore/api/v1/label/app/values")
         assert r.json() == {"status": "success", "data": ["pyz"]}
+        # the web page's files are package data: the pyz carries them
+        page = httpx.get(url + "/")
+        assert page.status_code == 200 and 'src="ui/app.js"' in page.text
+        assert httpx.get(url + "/ui/app.js").status_code == 200
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)

@@ -172,6 +172,11 @@ PATHS: dict[str, dict[str, Any]] = {
     "/login": {"post": op(responses=GRAFANA, body={"content": {JSON: {"schema": {
         "type": "object", "properties": {"user": STR, "password": STR}}}}}, tenant=False)},
     "/logout": {"get": op(responses=answers({"302": ()}, (JSON,)), tenant=False)},
+    # the web page (routes/ui.py): 304 when If-None-Match names the file's ETag
+    "/": ops_page(params=[h("If-None-Match")],
+                  responses=answers({"200": ("text/html",), "304": ()})),
+    "/ui/{name}": ops_page(params=[h("If-None-Match")], responses=answers(
+        {"200": ("text/javascript", "text/css", "image/svg+xml"), "304": ()})),
 }
 for ring in ("/ring", "/distributor/ring", "/ruler/ring", "/compactor/ring",
              "/indexgateway/ring", "/scheduler/ring", "/pattern/ring"):

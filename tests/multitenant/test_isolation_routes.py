@@ -77,6 +77,9 @@ EXEMPT = {
     "/api/compat/tail": "WebSocket, as above",
     "/metrics": "the operator's: per-tenant counters and rule group names, as Loki's /metrics",
     "/openapi.json": "the API's schema, the same for everyone",
+    "/": "the web page (routes/ui.py): static files, the same for everyone; its reads go "
+         "through the API routes probed here",
+    "/ui/{name:str}": "the web page's static files, as above",
     "/flush": "operational, no tenant data", "/flush/tenant": "operational",
     "/log_level": "operational", "/ingester/shutdown": "operational",
     "/ingester/prepare_shutdown": "operational",

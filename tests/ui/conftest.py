@@ -1,0 +1,67 @@
+"""One real server with loghub lines and one headless Chromium for the web page's tests.
+
+Chromium and chromedriver are in tests/conftest.py's NEEDS: missing, these tests skip
+locally and fail the run under CI. A failing test leaves `failure.png` (what the browser
+showed) and `browser.log` (its console) in its tmp dir."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.conftest import LogstoreServer
+from tests.ui.harness import grafana_objects, loghub_streams, push, start_chromium
+
+
+
+@pytest.fixture(scope="module")
+def ui_server(tmp_path_factory) -> Iterator[LogstoreServer]:
+    """The server with the loghub lines of tests/ui/harness.py over the last ten minutes,
+    and its folders, dashboards and Viewer."""
+    server = LogstoreServer(tmp_path_factory.mktemp("ui") / "data",
+                            {"grafana": {"admin_password": "admin"},
+                             "pattern_ingester": {"enabled": True},
+                             "ruler": {"evaluation_interval": "1s", "poll_interval": "1s"}}
+                            ).start()
+    try:
+        push(server, loghub_streams(time.time_ns()))
+        grafana_objects(server.url)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("chromium and chromedriver are not installed "
+                    "(apt-get install -y chromium chromium-driver)")
+    driver = start_chromium()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.ui_failed = report.failed
+
+
+@pytest.fixture(autouse=True)
+def screenshot_on_failure(request, tmp_path: Path) -> Iterator[None]:
+    yield
+    if not getattr(request.node, "ui_failed", False) or "browser" not in request.fixturenames:
+        return
+    driver = request.getfixturevalue("browser")
+    driver.save_screenshot(str(tmp_path / "failure.png"))
+    logs = driver.get_log("browser")
+    (tmp_path / "browser.log").write_text("\n".join(map(str, logs)))
+    print(f"screenshot of the failure: {tmp_path / 'failure.png'}")

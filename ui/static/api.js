@@ -1,0 +1,78 @@
+// Requests to logstore's own API. Every path is relative (no leading `/`), so the page works
+// wherever it is served from, a reverse proxy's sub-path included. Errors keep the API's own
+// text: a LogQL parse error reads as the server wrote it, position and all.
+import { authHeaders } from './auth.js';
+import { msToNs } from './util.js';
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function errorText(res) {
+  const text = (await res.text()).trim();
+  if ((res.headers.get('content-type') || '').includes('json')) {
+    try {
+      const body = JSON.parse(text);
+      return body.error || body.message || text;
+    } catch { /* not JSON after all: the text as it came */ }
+  }
+  return text || `${res.status} ${res.statusText}`;
+}
+
+export async function getJSON(path, params = {}, { signal, headers = {} } = {}) {
+  const qs = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (Array.isArray(v)) v.forEach((x) => qs.append(k, x));
+    else if (v !== undefined && v !== null && v !== '') qs.set(k, v);
+  }
+  const url = qs.toString() ? `${path}?${qs}` : path;
+  const grafana = path.startsWith('api/');
+  const res = await fetch(url, {
+    signal,
+    credentials: 'same-origin',
+    headers: { Accept: 'application/json', ...(grafana ? authHeaders() : {}), ...headers },
+  });
+  if (!res.ok) throw new ApiError(res.status, await errorText(res));
+  return res.json();
+}
+
+const L = 'logstore/api/v1';
+
+// a query over [startMs, endMs]; log lines come with their labels split into stream labels,
+// structured metadata and parsed fields (Loki's categorize-labels encoding)
+export function queryRange({ query, start, end, limit, direction, step }, signal) {
+  return getJSON(`${L}/query_range`, {
+    query, start: msToNs(start), end: msToNs(end), limit, direction, step,
+  }, { signal, headers: { 'X-Loki-Response-Encoding-Flags': 'categorize-labels' } });
+}
+
+export const labels = (start, end, signal) =>
+  getJSON(`${L}/labels`, { start: msToNs(start), end: msToNs(end) }, { signal });
+
+export const labelValues = (name, start, end, signal) =>
+  getJSON(`${L}/label/${encodeURIComponent(name)}/values`,
+    { start: msToNs(start), end: msToNs(end) }, { signal });
+
+export const api = (path, params, opts) => getJSON(path, params, opts);
+
+// ws:// or wss:// URL of the tail endpoint, relative to the page as every other URL
+export function tailURL(query, startMs, limit) {
+  const url = new URL(`${L}/tail`, location.href);
+  url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+  url.search = new URLSearchParams({ query, start: msToNs(startMs), limit: String(limit) });
+  return url.toString();
+}
+
+// Why the server refused a tail: a browser hides the answer to a refused WebSocket, but the
+// same URL over plain HTTP gets the same checks and says which failed ("Bad Request" alone
+// when they all passed and only the missing upgrade was refused)
+export async function tailRefusal(wsURL) {
+  const url = new URL(wsURL);
+  url.protocol = url.protocol === 'wss:' ? 'https:' : 'http:';
+  const res = await fetch(url, { credentials: 'same-origin' });
+  const text = (await res.text()).trim();
+  return text === 'Bad Request' ? '' : text;
+}
