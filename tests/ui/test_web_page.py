@@ -244,8 +244,17 @@ def test_search_as_a_viewer_finds_dashboards_but_not_a_folder_it_may_not_see(ui_
     assert css(browser, "#who").text.startswith("Logged in as alice")
     css(browser, "#search-query").send_keys("hdfs", Keys.ENTER)
     wait(browser, lambda d: search_titles(d) == ["HDFS blocks"], message="search for hdfs")
-    # the password lives in the page's memory only
+    # signed in by a session cookie no script can read; the password is kept nowhere
     assert browser.execute_script("return localStorage.length + sessionStorage.length") == 0
+    assert browser.execute_script("return document.cookie") == ""
+    assert [(c["name"], c["httpOnly"]) for c in browser.get_cookies()] == [
+        ("logstore_session", True)]
+    # a reload keeps the session without the form; logging out ends it
+    browser.refresh()
+    wait(browser, lambda d: search_titles(d) == viewer, message="search after a reload")
+    assert css(browser, "#who").text.startswith("Logged in as alice")
+    css(browser, "#logout").click()
+    wait(browser, lambda d: d.find_elements(By.ID, "login-user"), message="no form after logout")
     assert browser.get_cookies() == []
 
 

@@ -1,26 +1,9 @@
 // Requests to logstore's own API. Every path is relative (no leading `/`), so the page works
 // wherever it is served from, a reverse proxy's sub-path included. Errors keep the API's own
 // text: a LogQL parse error reads as the server wrote it, position and all.
+import { ApiError, errorText } from './api-error.js';
 import { authHeaders } from './auth.js';
 import { msToNs } from './util.js';
-
-export class ApiError extends Error {
-  constructor(status, message) {
-    super(message);
-    this.status = status;
-  }
-}
-
-async function errorText(res) {
-  const text = (await res.text()).trim();
-  if ((res.headers.get('content-type') || '').includes('json')) {
-    try {
-      const body = JSON.parse(text);
-      return body.error || body.message || text;
-    } catch { /* not JSON after all: the text as it came */ }
-  }
-  return text || `${res.status} ${res.statusText}`;
-}
 
 export async function getJSON(path, params = {}, { signal, headers = {} } = {}) {
   const qs = new URLSearchParams();

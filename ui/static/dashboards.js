@@ -1,8 +1,8 @@
 // Dashboards and folders from Grafana's search API (/api/search) with its parameters. The
-// API wants a Grafana-side user: a login form hands the credentials to auth.js, which keeps
-// them in memory only.
+// API wants a Grafana-side user: a login form signs in through auth.js (a session cookie no
+// script can read; the password is sent once and kept nowhere).
 import * as api from './api.js';
-import { currentUser, login, logout } from './auth.js';
+import { currentUser, forget, login, logout, restore } from './auth.js';
 import { esc, h } from './util.js';
 
 export function mount(main) {
@@ -25,10 +25,15 @@ export function mount(main) {
     const pass = h('input', { id: 'login-password', type: 'password', autocomplete: 'current-password', 'aria-label': 'Password', placeholder: 'password', required: true });
     const f = h('form', { class: 'login', id: 'login-form' }, h('p', {}, message),
       user, pass, h('button', { type: 'submit' }, 'Log in'),
-      h('p', { class: 'muted' }, 'The password stays in this page\u2019s memory: a reload forgets it.'));
-    f.addEventListener('submit', (ev) => {
+      h('p', { class: 'muted' }, 'Signs in with a session cookie; the password is kept nowhere.'));
+    f.addEventListener('submit', async (ev) => {
       ev.preventDefault();
-      login(user.value, pass.value);
+      try {
+        await login(user.value, pass.value);
+      } catch (e) {
+        loginForm(e.status === 401 ? 'Wrong user or password.' : e.message);
+        return;
+      }
       search();
     });
     who.replaceChildren(f);
@@ -39,7 +44,7 @@ export function mount(main) {
     const name = currentUser();
     if (!name) { who.replaceChildren(); return; }
     const out = h('button', { type: 'button', id: 'logout' }, 'Log out');
-    out.addEventListener('click', () => { logout(); results.replaceChildren(); loginForm('Logged out.'); });
+    out.addEventListener('click', async () => { await logout(); results.replaceChildren(); loginForm('Logged out.'); });
     who.replaceChildren(h('span', {}, `Logged in as ${name} `), out);
   }
 
@@ -62,9 +67,9 @@ export function mount(main) {
       render(items);
     } catch (e) {
       if (e.status === 401) {
-        logout();
+        forget();
         results.replaceChildren();
-        loginForm(currentUser() ? 'Wrong user or password.' : `Log in to see dashboards (${e.message}).`);
+        loginForm(`Log in to see dashboards (${e.message}).`);
         return;
       }
       error.textContent = e.message;
@@ -90,6 +95,7 @@ export function mount(main) {
     search();
   });
   form.addEventListener('submit', (ev) => { ev.preventDefault(); search(); });
-  search();
+  // a session from before a reload signs in without the form
+  restore().then(search, search);
   return { update() {}, unmount() {} };
 }
