@@ -7,6 +7,17 @@ supported`; otherwise the last `limit` matching entries since `start` are sent o
 then live entries as pushes commit (services/read/tail.py). A client close ends the session;
 errors after the upgrade close with 1011 and the error text.
 
+A browser cannot set `X-Scope-OrgID` on a WebSocket, so with `auth_enabled` the tail also
+takes the tenant from a subprotocol the client offers, `logstore.tenant.<org id as unpadded
+base64url>` (base64, because `'()|` are allowed in an org id but not in a subprotocol token),
+and echoes it as the accepted subprotocol, without which a browser drops the connection.
+`Sec-WebSocket-Protocol` is the one header a page may set on a WebSocket: like
+`X-Scope-OrgID` it is named per connection, where a cookie would ride along implicitly and a
+query parameter would land in URLs and access logs and differ from every other Loki route.
+The header wins over the subprotocol, so a proxy that sets `X-Scope-OrgID` from its own
+authentication still decides the tenant; the org id of either passes the same checks
+(Services.tenant). An org id is not a credential, in Loki as here.
+
 ASGI gives an application no way to send WebSocket ping frames, so the one-second ping of
 Loki is not sent; a vanished client is noticed through its closed connection instead.
 """
@@ -14,7 +25,9 @@ Loki is not sent; a vanished client is noticed through its closed connection ins
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
+import re
 import time
 from typing import Any
 from urllib.parse import parse_qsl
@@ -46,9 +59,33 @@ class _TailRequest:
         self.delay, self.categorize = delay, categorize
 
 
+TENANT_PROTOCOL = "logstore.tenant."
+
+
+def tenant_protocol(scope: dict) -> tuple[str | None, str]:
+    """The `logstore.tenant.` subprotocol a client offers (to echo it) and the org id it
+    names; (None, "") without one. One that is not base64url of UTF-8 text is refused."""
+    offers = [p.strip() for name, value in scope.get("headers", [])
+              if name.lower() == b"sec-websocket-protocol"
+              for p in value.decode("latin-1").split(",")]
+    protocol = next((p for p in offers if p.startswith(TENANT_PROTOCOL)), None)
+    if protocol is None:
+        return None, ""
+    encoded = protocol[len(TENANT_PROTOCOL):]
+    try:
+        if not re.fullmatch(r"[A-Za-z0-9_-]*", encoded):
+            raise ValueError
+        org = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("utf-8")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise PlainError(400, f"subprotocol {protocol!r} is not {TENANT_PROTOCOL}"
+                              "<org id as unpadded base64url>") from None
+    return protocol, org
+
+
 def _read_request(socket: WebSocket, ctx: Ctx, legacy: bool) -> _TailRequest:
     """Every check Loki makes before the upgrade, in its order; PlainError(400) on failure."""
-    tenant = ctx.tenant(socket)  # type: ignore[arg-type] - reads only the headers
+    _, offered = tenant_protocol(socket.scope)  # type: ignore[arg-type]
+    tenant = ctx.tenant(socket, offered=offered)  # type: ignore[arg-type] - reads the headers
     params = Params(parse_qsl(socket.scope.get("query_string", b"").decode("utf-8", "replace"),
                               keep_blank_values=True))
     text = params.get("query") or ""
@@ -96,7 +133,8 @@ async def _serve(socket: WebSocket, ctx: Ctx, legacy: bool) -> None:
     except PlainError as exc:
         await _deny(socket, exc.status, exc.message)
         return
-    await socket.accept()
+    protocol, _ = tenant_protocol(socket.scope)  # type: ignore[arg-type]
+    await socket.accept(subprotocols=protocol)
     if req.query is None:
         await _close(socket, 1011, "only log selector is supported")
         return

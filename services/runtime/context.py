@@ -66,11 +66,13 @@ class Services:
     lifecycle: list[Lifecycle]
 
     def tenant(self, request: Request, *, newline: bool = False,
-               multi: bool = False) -> str:
-        """The request's tenant, or a 401/400 as Loki answers."""
+               multi: bool = False, offered: str = "") -> str:
+        """The request's tenant, or a 401/400 as Loki answers. `offered` is an org id the
+        request names elsewhere than the header (the tail's WebSocket subprotocol, which a
+        browser can set: routes/loki/tail.py); the header wins, and both obey the same rules."""
         if not self.config.auth_enabled:
             return NO_AUTH_TENANT
-        org = request.headers.get("x-scope-orgid", "").strip()
+        org = request.headers.get("x-scope-orgid", "").strip() or offered.strip()
         if not org:
             raise PlainError(401, "no org id", newline=newline)
         if "|" in org and not multi:

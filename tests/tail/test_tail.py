@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from urllib.parse import urlencode
@@ -227,6 +228,43 @@ def test_tenants_do_not_see_each_other(make_server):
                 pass
         assert info.value.response.status_code == 401
         assert bytes(info.value.response.body) == b"no org id"
+    run(main())
+
+
+def tenant_protocol(org: str) -> str:
+    return "logstore.tenant." + base64.urlsafe_b64encode(org.encode()).decode().rstrip("=")
+
+
+def test_a_browser_names_its_tenant_in_a_subprotocol(make_server):
+    """A browser cannot set X-Scope-OrgID on a WebSocket: the tenant rides in the offered
+    subprotocol, which the server echoes; the header, where sent, still decides."""
+    server = make_server({"auth_enabled": True})
+
+    async def main():
+        url = ws_url(server, query='{job="sp"}')
+        # an org id with characters a subprotocol token may not hold, hence base64
+        org = "team(a)'s"
+        async with websockets.connect(url, subprotocols=[tenant_protocol(org)]) as ws:
+            assert ws.subprotocol == tenant_protocol(org)
+            await push(server, {"job": "sp"}, ["for b"], tenant="b")
+            await push(server, {"job": "sp"}, ["for a"], tenant=org)
+            assert [v[1] for _, v in await entries_until(ws, 1)] == ["for a"]
+        async with websockets.connect(url, subprotocols=[tenant_protocol(org)],
+                                      additional_headers={"X-Scope-OrgID": "b"}) as ws:
+            await push(server, {"job": "sp"}, ["b again"], tenant="b")
+            assert [v[1] for _, v in await entries_until(ws, 2)] == ["for b", "b again"]
+        for offer, status, message in [
+                (tenant_protocol(".."), 400, b"tenant ID is '.' or '..'"),
+                (tenant_protocol("a/b"), 400, b"tenant ID 'a/b' contains unsupported character '/'"),
+                (tenant_protocol("a|b"), 400, b"multiple org IDs present"),
+                (tenant_protocol(""), 401, b"no org id"),
+                ("logstore.tenant.a+b", 400, b"subprotocol 'logstore.tenant.a+b' is not "
+                                             b"logstore.tenant.<org id as unpadded base64url>")]:
+            with pytest.raises(websockets.InvalidStatus) as info:
+                async with websockets.connect(url, subprotocols=[offer]):
+                    pass
+            assert info.value.response.status_code == status, offer
+            assert bytes(info.value.response.body) == message
     run(main())
 
 
