@@ -35,6 +35,25 @@ def ui_server(tmp_path_factory) -> Iterator[LogstoreServer]:
         server.stop()
 
 
+TENANTS = {"team-a": "line of team A", "team-b": "line of team B"}
+
+
+@pytest.fixture(scope="module")
+def tenant_server(tmp_path_factory) -> Iterator[LogstoreServer]:
+    """A multi-tenant server (`auth_enabled: true`): tenants team-a and team-b, each with
+    five lines of its own in the same stream `{job="tenants"}`."""
+    server = LogstoreServer(tmp_path_factory.mktemp("ui-tenants") / "data",
+                            {"auth_enabled": True}).start()
+    try:
+        now = time.time_ns()
+        for tenant, text in TENANTS.items():
+            push(server, [({"job": "tenants"}, [[str(now - i * 10**9), f"{text} #{i}"]
+                                                 for i in range(5)])], tenant=tenant)
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator:
     if not (shutil.which("chromium") and shutil.which("chromedriver")):

@@ -30,36 +30,6 @@ def loghub_entries() -> list[tuple[dict, str, str]]:
     return out
 
 
-ADMIN = ("admin", "admin")
-VIEWER = ("alice", "alice-pass")  # a Viewer: the org role a new user gets
-
-
-def grafana_objects(url: str) -> None:
-    """Two folders, three dashboards and a Viewer; the folder "Team Payments" is its creator's
-    alone (its permissions list no one else), so the Viewer does not see it."""
-    def post(path: str, body: dict) -> dict:
-        r = httpx.post(url + path, json=body, auth=ADMIN)
-        assert r.status_code == 200, r.text
-        return r.json()
-
-    post("/api/admin/users", {"name": "Alice", "login": VIEWER[0], "password": VIEWER[1]})
-    post("/api/folders", {"uid": "infra", "title": "Infrastructure"})
-    post("/api/folders", {"uid": "payments", "title": "Team Payments"})
-    post("/api/folders/payments/permissions", {"items": []})
-    for uid, title, folder, tags in [("logs", "Log volume", "", ["logs", "prod"]),
-                                     ("hdfs", "HDFS blocks", "infra", ["hdfs", "storage"]),
-                                     ("zk", "ZooKeeper quorum", "infra", ["zookeeper"]),
-                                     ("pay", "Payments API", "payments", ["prod"])]:
-        post("/api/dashboards/db", {"folderUid": folder, "dashboard": {
-            "uid": uid, "title": title, "tags": tags, "panels": []}})
-
-
-def push(server: LogstoreServer, streams: list[tuple[dict, list]]) -> None:
-    body = {"streams": [{"stream": s, "values": v} for s, v in streams]}
-    r = httpx.post(server.url + "/logstore/api/v1/push", json=body, timeout=30)
-    assert r.status_code == 204, r.text
-
-
 def loghub_streams(now_ns: int, span_s: int = 600) -> list[tuple[dict, list]]:
     """The entries as push streams, spread evenly over the `span_s` seconds before now."""
     entries = loghub_entries()
@@ -96,9 +66,10 @@ def grafana_objects(url: str) -> None:
             "uid": uid, "title": title, "tags": tags, "panels": []}})
 
 
-def push(server, streams: list[tuple[dict, list]]) -> None:
+def push(server, streams: list[tuple[dict, list]], tenant: str | None = None) -> None:
     body = {"streams": [{"stream": s, "values": v} for s, v in streams]}
-    r = httpx.post(server.url + "/logstore/api/v1/push", json=body, timeout=30)
+    headers = {"X-Scope-OrgID": tenant} if tenant else {}
+    r = httpx.post(server.url + "/logstore/api/v1/push", json=body, headers=headers, timeout=30)
     assert r.status_code == 204, r.text
 
 

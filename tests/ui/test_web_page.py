@@ -49,9 +49,10 @@ def shown_lines(driver) -> list[str]:
         "return [...document.querySelectorAll('#lines .row .line')].map(e => e.textContent)")
 
 
-def api_lines(server, query: str, limit: int = 1000) -> list[str]:
+def api_lines(server, query: str, limit: int = 1000, tenant: str | None = None) -> list[str]:
     r = httpx.get(server.url + "/logstore/api/v1/query_range",
-                  params={"query": query, "limit": limit, "since": "1h"})
+                  params={"query": query, "limit": limit, "since": "1h"},
+                  headers={"X-Scope-OrgID": tenant} if tenant else {})
     assert r.status_code == 200, r.text
     entries = [(int(ts), line) for s in r.json()["data"]["result"] for ts, line in s["values"]]
     return [line for _, line in sorted(entries, reverse=True)]
@@ -316,3 +317,39 @@ def test_a_tail_the_server_refuses_shows_why(ui_server, browser):
     wait(browser, lambda d: css(d, "#tail-error").is_displayed(), message="no error shown")
     assert css(browser, "#tail-error").text == api.text.strip()
     assert css(browser, "#tail-status").text == "Disconnected."
+
+
+def test_the_tenant_field_shows_that_tenants_lines_and_tails_them(tenant_server, browser):
+    """auth_enabled: the page asks Loki's API for the tenant of its header field (in the URL
+    like the rest of its state), and its tail names the tenant in a subprotocol."""
+    query = '{job="tenants"}'
+    mine = api_lines(tenant_server, query, tenant="team-a")
+    assert len(mine) == 5 and all(line.startswith("line of team A") for line in mine)
+    open_page(browser, tenant_server, "?" + str(httpx.QueryParams({"q": query})))
+    # no tenant yet: the API's own answer
+    wait(browser, lambda d: css(d, "#error").is_displayed(), message="no error without a tenant")
+    assert css(browser, "#error").text == "no org id"
+    field = css(browser, "#tenant")
+    field.send_keys("team-a", Keys.ENTER)
+    wait(browser, lambda d: " in " in css(d, "#status").text, message="no lines for team-a")
+    assert shown_lines(browser) == mine
+    assert "tenant=team-a" in browser.current_url
+    # the live tail of the same tenant: a line pushed to team-a (stored there, as the API
+    # says) shows up, one pushed to team-b just before it does not
+    css(browser, '#nav a[data-view="tail"]').click()
+    wait(browser, lambda d: css(d, "#tail-status").text.startswith("Connected"),
+         message="the tail did not connect with the tenant's subprotocol")
+    other = f"tailed for team-b at {time.time_ns()}"
+    push(tenant_server, [({"job": "tenants"}, [[str(time.time_ns()), other]])], tenant="team-b")
+    line = f"tailed for team-a at {time.time_ns()}"
+    push(tenant_server, [({"job": "tenants"}, [[str(time.time_ns()), line]])], tenant="team-a")
+    assert api_lines(tenant_server, query, tenant="team-a")[0] == line
+    wait(browser, lambda d: line in tailed(d), timeout=3,
+         message="the line pushed to team-a did not appear in its tail within 3 s")
+    assert not [t for t in tailed(browser) if "team-b" in t or "team B" in t]
+    # a tenant the server refuses: its reason, as for the header
+    field = css(browser, "#tenant")
+    field.clear()
+    field.send_keys("a/b", Keys.ENTER)
+    wait(browser, lambda d: css(d, "#tail-error").is_displayed(), message="no error shown")
+    assert css(browser, "#tail-error").text == "tenant ID 'a/b' contains unsupported character '/'"

@@ -3,7 +3,18 @@
 // text: a LogQL parse error reads as the server wrote it, position and all.
 import { ApiError, errorText } from './api-error.js';
 import { authHeaders } from './auth.js';
+import { read } from './state.js';
 import { msToNs } from './util.js';
+
+// With auth_enabled, Loki's API (logstore/..., compat/...) wants the tenant in X-Scope-OrgID;
+// the page's tenant is the header field's, kept in the URL. The Grafana API (api/...) has
+// users, not tenants. Empty: no header, as for a single-tenant server.
+const tenant = () => read().tenant.trim();
+
+function tenantHeaders(path) {
+  const t = tenant();
+  return t && /^(logstore|compat)\//.test(path) ? { 'X-Scope-OrgID': t } : {};
+}
 
 export async function getJSON(path, params = {}, { signal, headers = {} } = {}) {
   const qs = new URLSearchParams();
@@ -16,7 +27,7 @@ export async function getJSON(path, params = {}, { signal, headers = {} } = {}) 
   const res = await fetch(url, {
     signal,
     credentials: 'same-origin',
-    headers: { Accept: 'application/json', ...(grafana ? authHeaders() : {}), ...headers },
+    headers: { Accept: 'application/json', ...(grafana ? authHeaders() : tenantHeaders(path)), ...headers },
   });
   if (!res.ok) throw new ApiError(res.status, await errorText(res));
   return res.json();
@@ -49,13 +60,22 @@ export function tailURL(query, startMs, limit) {
   return url.toString();
 }
 
+// A WebSocket cannot carry X-Scope-OrgID: the tail takes the tenant from the subprotocol
+// `logstore.tenant.<UTF-8 org id as unpadded base64url>` (routes/loki/tail.py)
+export function tailProtocols() {
+  const t = tenant();
+  if (!t) return [];
+  const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(t)));
+  return [`logstore.tenant.${b64.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')}`];
+}
+
 // Why the server refused a tail: a browser hides the answer to a refused WebSocket, but the
 // same URL over plain HTTP gets the same checks and says which failed ("Bad Request" alone
 // when they all passed and only the missing upgrade was refused)
 export async function tailRefusal(wsURL) {
   const url = new URL(wsURL);
   url.protocol = url.protocol === 'wss:' ? 'https:' : 'http:';
-  const res = await fetch(url, { credentials: 'same-origin' });
+  const res = await fetch(url, { credentials: 'same-origin', headers: tenantHeaders(`${L}/tail`) });
   const text = (await res.text()).trim();
   return text === 'Bad Request' ? '' : text;
 }

@@ -13,9 +13,11 @@ const VIEWS = {
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
+const tenant = document.getElementById('tenant');
 let current = { name: null, view: null };
 
 async function show(state) {
+  tenant.value = state.tenant;
   const name = VIEWS[state.view] ? state.view : 'explore';
   for (const a of nav.querySelectorAll('a')) {
     if (a.dataset.view === name) a.setAttribute('aria-current', 'page');
@@ -45,6 +47,9 @@ nav.addEventListener('click', (ev) => {
   ev.preventDefault();
   show(push({ view: a.dataset.view }));
 });
+
+// another tenant: the current view asks the API again, for that tenant's data
+tenant.addEventListener('change', () => show(push({ tenant: tenant.value.trim() })));
 
 window.addEventListener('popstate', () => show(read()));
 show(read());

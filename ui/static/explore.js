@@ -224,7 +224,12 @@ export function mount(main, initial) {
   run(state);
   query.focus();
   return {
-    update(s) { state = s; fill(s); run(s); },
+    update(s) {
+      state = s;
+      fill(s);
+      run(s);
+      if (browser.open) loadLabels(); // another tenant has other labels
+    },
     unmount() { running?.abort(); },
     selector: () => selectorOf(query.value),
   };

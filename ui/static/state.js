@@ -1,8 +1,8 @@
-// The page's state lives in the URL (?view=&q=&from=&to=&limit=&dir=): a link shares it and
-// Back restores it. Views call push() on a user action; app.js re-reads the URL on popstate.
+// The page's state lives in the URL (?view=&q=&from=&to=&limit=&dir=&tenant=): a link shares
+// it and Back restores it. `tenant` is the org id Loki's API is asked for (auth_enabled). Views call push() on a user action; app.js re-reads the URL on popstate.
 
 export const PRESETS = ['5m', '15m', '1h', '6h', '24h', '7d'];
-export const DEFAULTS = { view: 'explore', q: '', from: 'now-1h', to: 'now', limit: '1000', dir: 'backward' };
+export const DEFAULTS = { view: 'explore', q: '', from: 'now-1h', to: 'now', limit: '1000', dir: 'backward', tenant: '' };
 const KEYS = Object.keys(DEFAULTS);
 
 export function read() {

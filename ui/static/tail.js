@@ -66,7 +66,7 @@ export function mount(main, initial) {
     setStatus('Connecting…');
     // from a minute ago: the last lines give context before the live ones
     const url = api.tailURL(q, Date.now() - 60e3, 100);
-    const sock = ws = new WebSocket(url);
+    const sock = ws = new WebSocket(url, api.tailProtocols());
     let opened = false;
     sock.onopen = () => {
       opened = true;
@@ -126,13 +126,15 @@ export function mount(main, initial) {
   });
   stop.addEventListener('click', () => { close(); setStatus('Stopped.'); });
 
+  let tenant = initial.tenant;
   function begin(s) {
+    tenant = s.tenant;
     query.value = s.q;
     if (s.q.trim()) open(s.q);
   }
   begin(initial);
   return {
-    update(s) { if (s.q !== query.value || !ws) begin(s); },
+    update(s) { if (s.q !== query.value || s.tenant !== tenant || !ws) begin(s); },
     unmount: close,
   };
 }
