@@ -80,6 +80,8 @@ EXEMPT = {
     "/": "the web page (routes/ui.py): static files, the same for everyone; its reads go "
          "through the API routes probed here",
     "/ui/{name:str}": "the web page's static files, as above",
+    "/login": "Grafana's session sign-in: users, not tenants (tests/grafana)",
+    "/logout": "Grafana's session sign-out, as above",
     "/flush": "operational, no tenant data", "/flush/tenant": "operational",
     "/log_level": "operational", "/ingester/shutdown": "operational",
     "/ingester/prepare_shutdown": "operational",
