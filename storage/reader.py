@@ -144,17 +144,30 @@ class LogReader:
 
     def grouped_counts(self, group_of: dict[int, int], points: list[int],
                        want_bytes: bool) -> Totals:
-        """As window_counts on an even, minute-aligned grid, summed per group of streams
-        (`group_of`: stream id -> group number); keys are (group, "")."""
+        """As window_counts summed per group of streams (`group_of`: stream id -> group
+        number); keys are (group, ""). SQLite does the summing on volume's buckets (each
+        point a minute less 1 ns) and on an even, minute-aligned grid."""
         nb = len(points) - 1
         totals, add = _new_totals(nb)
         if nb <= 0 or not group_of:
             return totals
         points = [_clamp(p) for p in points]
+        if all((p + 1) % MINUTE_NS == 0 for p in points):
+            minute_ranges = [(points[i] + 1, points[i + 1] + 1) for i in range(nb)]
+            rows = rollups.grouped_rollup_totals(self.conn, group_of, minute_ranges)
+            return _group_totals(rows, nb)
         origin, width = points[0], points[1] - points[0]
-        for grp, i, n, b in rollups.grouped_rollup_grid(self.conn, group_of, origin, width,
-                                                         nb):
-            add(grp, "", i, n, b)
+        if any(b - a != width for a, b in zip(points, points[1:])) or \
+                width % MINUTE_NS or origin % MINUTE_NS:
+            # not a shape the rollups sum per group: per stream, then summed
+            for (sid, _), (lines, sizes) in self.window_counts(list(group_of), points,
+                                                               want_bytes).items():
+                for i in range(nb):
+                    add(group_of[sid], "", i, lines[i], sizes[i])
+            return totals
+        totals = _group_totals(rollups.grouped_rollup_grid(self.conn, group_of, origin,
+                                                           width, nb), nb)
+        _, add = _new_totals(nb, totals)
         _move_edge_entries(self.conn, list(group_of), points, want_bytes,
                            lambda sid, md, i, n, b, sign=1: add(group_of[sid], "", i, n, b,
                                                                 sign), nb)
@@ -207,8 +220,20 @@ def _entry_totals(conn: sqlite3.Connection, sids: Sequence[int],
                            sealed.sealed_totals(conn, sids, ranges, with_bytes=want_bytes))
 
 
-def _new_totals(nb: int):
+def _group_totals(rows: Iterator[tuple[int, int, int, int]], nb: int) -> Totals:
+    """Totals keyed (group, "") from `(group, bucket, lines, bytes)` rows, one per pair."""
     totals: Totals = {}
+    for grp, i, n, b in rows:
+        t = totals.get((grp, ""))
+        if t is None:
+            t = totals[(grp, "")] = ([0] * nb, [0] * nb)
+        t[0][i] = n
+        t[1][i] = b
+    return totals
+
+
+def _new_totals(nb: int, totals: Totals | None = None):
+    totals = {} if totals is None else totals
 
     def add(sid: Any, md: str, i: int, n: int, b: int, sign: int = 1) -> None:
         t = totals.get((sid, md))

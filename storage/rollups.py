@@ -68,13 +68,39 @@ WHERE stream_id IN (SELECT value FROM json_each(?3)) AND minute >= ?1 AND minute
 GROUP BY 1, 3, 2
 """
 
-# The same, summed over groups of streams (`[[stream_id, group], ...]`): for `sum by (...)`
-# over stream labels, where the metadata split does not matter.
+# The same, summed over groups of streams (`{"stream_id": group, ...}`): for `sum by (...)`
+# over stream labels, where the metadata split does not matter. An object, not pairs: its
+# key and value come straight from json_each, where `value ->> 0` parsed every pair again
+# (20,000 streams: 390 -> 227 ms for the statement).
 _GROUPED_GRID_SQL = """
-WITH g(sid, grp) AS (SELECT value ->> 0, value ->> 1 FROM json_each(?3))
+WITH g(sid, grp) AS (SELECT key, value FROM json_each(?3))
 SELECT g.grp, (r.minute - ?1) / ?2, sum(r.lines), sum(r.bytes)
 FROM g CROSS JOIN rollups r
 WHERE r.stream_id = g.sid AND r.minute >= ?1 AND r.minute < ?4
+GROUP BY 1, 2
+"""
+
+# Whole minutes of contiguous ranges summed per group of streams, the range number by
+# arithmetic as in _SPAN_SQL (what volume and stats add up: no metadata split, and a few
+# rows per group instead of one per stream, metadata and range)
+_GROUPED_SPAN_SQL = """
+WITH g(sid, grp) AS (SELECT key, value FROM json_each(?1))
+SELECT g.grp, CASE WHEN r.minute < ?3 THEN 0 ELSE min(?5, 1 + (r.minute - ?3) / ?4) END,
+       sum(r.lines), sum(r.bytes)
+FROM g CROSS JOIN rollups r
+WHERE r.stream_id = g.sid AND r.minute >= ?2 AND r.minute < ?6
+GROUP BY 1, 2
+"""
+
+# The same for ranges of any widths, from a range table
+_GROUPED_RANGES_SQL = """
+WITH r(i, lo, hi) AS (
+    SELECT key, value ->> 0, value ->> 1 FROM json_each(?2)
+),
+g(sid, grp) AS (SELECT key, value FROM json_each(?1))
+SELECT g.grp, r.i, sum(ro.lines), sum(ro.bytes)
+FROM g CROSS JOIN r CROSS JOIN rollups ro
+WHERE ro.stream_id = g.sid AND ro.minute >= r.lo AND ro.minute < r.hi
 GROUP BY 1, 2
 """
 
@@ -118,8 +144,22 @@ def grouped_rollup_grid(conn: sqlite3.Connection, groups: dict[int, int], origin
     `(group, bucket, lines, bytes)`."""
     if not groups or buckets <= 0:
         return iter(())
-    return conn.execute(_GROUPED_GRID_SQL, (origin, width, json.dumps(list(groups.items())),
+    return conn.execute(_GROUPED_GRID_SQL, (origin, width, json.dumps(groups),
                                             origin + buckets * width))
+
+
+def grouped_rollup_totals(conn: sqlite3.Connection, groups: dict[int, int],
+                          minute_ranges: Sequence[tuple[int, int]]
+                          ) -> Iterator[tuple[int, int, int, int]]:
+    """Like `rollup_totals`, summed per group (`groups`: stream id -> group number); rows are
+    `(group, range_index, lines, bytes)`."""
+    if not groups or not minute_ranges:
+        return iter(())
+    span = _even_span(minute_ranges)
+    if span is not None:
+        return conn.execute(_GROUPED_SPAN_SQL, (json.dumps(groups), *span))
+    return conn.execute(_GROUPED_RANGES_SQL, (json.dumps(groups),
+                                              json.dumps(list(minute_ranges))))
 
 
 def entries_at(conn: sqlite3.Connection, stream_ids: Sequence[int], timestamps: Sequence[int],

@@ -11,8 +11,8 @@ implementation, through the protocol alone, so a second backend implements readi
   of the bucket it cuts (counted by the inner reader), and subtracts each line a delete
   request picks: those lines must be read, as only a line's text says whether a request's
   line filter picks it (the counts stay exact; only the deleted ranges cost a read);
-* `grouped_counts` passes through unless a grouped stream is affected: then per-stream
-  window counts, corrected as above, are summed.
+* `grouped_counts` passes through for the streams neither affects; the affected ones' window
+  counts, corrected as above, are added to their groups.
 """
 
 from __future__ import annotations
@@ -134,12 +134,16 @@ class VisibleReader(Generic[R]):
 
     def grouped_counts(self, group_of: dict[int, int], points: list[int],
                        want_bytes: bool) -> Totals:
-        if not any(sid in self.cutoffs or sid in self.deletes for sid in group_of):
+        affected = [sid for sid in group_of if sid in self.cutoffs or sid in self.deletes]
+        if not affected:
             return self.inner.grouped_counts(group_of, points, want_bytes)
-        # per stream (what retention or deletes hide is taken out there), then summed
+        # the streams retention or deletes touch per stream (what they hide is taken out
+        # there), added to the others' group sums
+        rest = {sid: grp for sid, grp in group_of.items()
+                if sid not in self.cutoffs and sid not in self.deletes}
         nb = len(points) - 1
-        totals: Totals = {}
-        for (sid, _), (lines, sizes) in self.window_counts(list(group_of), points,
+        totals = self.inner.grouped_counts(rest, points, want_bytes) if rest else {}
+        for (sid, _), (lines, sizes) in self.window_counts(affected, points,
                                                            want_bytes).items():
             acc = totals.setdefault((group_of[sid], ""), ([0] * nb, [0] * nb))
             for i in range(nb):

@@ -54,16 +54,13 @@ def index_stats(reader: VisibleReader[LogReader], tenant: str | TenantSet,
     with reader.snapshot():
         ids = list(reader.select_streams(tenant, matchers, start, end))
         points = _minutes([start, end + 1])
-        totals = reader.window_counts(ids, _left_closed(points), True) if ids else {}
-        per_stream: dict[Any, list[int]] = {}
-        for (sid, _), (lines, sizes) in totals.items():
-            acc = per_stream.setdefault(sid, [0, 0])
-            acc[0] += lines[0]
-            acc[1] += sizes[0]
-        live = [sid for sid, (n, _) in per_stream.items() if n > 0]
+        # each stream its own group: its totals summed over metadata by SQLite
+        totals = reader.grouped_counts({sid: sid for sid in ids}, _left_closed(points),
+                                       True) if ids else {}
+        live = [sid for (sid, _), (lines, _) in totals.items() if lines[0] > 0]
         return {"streams": len(live), "chunks": reader.inner.segments(live, start, end),
-                "bytes": sum(per_stream[s][1] for s in live),
-                "entries": sum(per_stream[s][0] for s in live)}
+                "bytes": sum(totals[(s, "")][1][0] for s in live),
+                "entries": sum(totals[(s, "")][0][0] for s in live)}
 
 
 def _bounds(req: VolumeRequest) -> list[int]:
@@ -90,19 +87,25 @@ def volume(reader: Reader, tenant: str | TenantSet, req: VolumeRequest,
     points = _minutes(bounds)
     with reader.snapshot():
         streams = reader.select_streams(tenant, req.matchers, req.start, req.end)
-        streams = {sid: labels for sid, labels in streams.items()
-                   if all(labels.get(t) for t in required)}
-        totals = reader.window_counts(list(streams), _left_closed(points),
-                                      True) if streams else {}
+        # streams that add to the same series (or, by labels, to the same names) form a
+        # group that SQLite sums: a few rows per group, not one per stream and bucket
+        group_keys: dict[tuple, int] = {}
+        group_of: dict[int, int] = {}
+        for sid, labels in streams.items():
+            if not all(labels.get(t) for t in required):
+                continue
+            if req.aggregate_by == "labels":
+                keys = tuple(((name, ""),) for name in (targets or labels) if name in labels)
+            else:
+                keys = (tuple((n, labels[n]) for n in sorted(targets or names) if n in labels),)
+            group_of[sid] = group_keys.setdefault(keys, len(group_keys))
+        totals = reader.grouped_counts(group_of, _left_closed(points),
+                                       True) if group_of else {}
     nb = len(points) - 1
+    keys_of = {grp: keys for keys, grp in group_keys.items()}
     series: dict[tuple, list[int]] = {}
-    for (sid, _), (_, sizes) in totals.items():
-        labels = streams[sid]
-        if req.aggregate_by == "labels":
-            keys = [((name, ""),) for name in (targets or labels) if name in labels]
-        else:
-            keys = [tuple((n, labels[n]) for n in sorted(targets or names) if n in labels)]
-        for key in keys:
+    for (grp, _), (_, sizes) in totals.items():
+        for key in keys_of[grp]:
             acc = series.setdefault(key, [0] * nb)
             for i in range(nb):
                 acc[i] += sizes[i]
