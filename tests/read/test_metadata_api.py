@@ -129,3 +129,23 @@ def test_selector_needs_a_non_empty_matcher_for_labels(loaded):
     r = loaded.get("/logstore/api/v1/labels", params={**WIDE, "query": '{app=~".*"}'})
     assert r.status_code == 400
     assert "does not have an empty-compatible value" in r.text
+
+
+# values that look like the stored text's own punctuation (a stream's identity is
+# `{a="1", b="2"}`), with and without characters that need escaping
+ODD_VALUES = [{"app": "odd", "a": ", x", "b": "=", "c": "}{", "d": ""},
+              {"app": "odd", "a": '", b="1', "e": "tab\there"},
+              {"app": "odd", "a": "x=", "b": ", ", "f": "é 😀 {}"}]
+
+
+def test_series_gives_back_values_with_the_stored_texts_punctuation(make_client):
+    client = make_client({"limits_config": {"reject_old_samples": False}})
+    body = {"streams": [{"stream": labels, "values": [[str(BASE + i), "hello"]]}
+                        for i, labels in enumerate(ODD_VALUES)]}
+    assert client.post(PUSH, content=json.dumps(body), headers=JSON_HEADERS).status_code == 204
+    r = client.get("/logstore/api/v1/series", params={"match[]": '{app="odd"}', **WIDE})
+    assert r.status_code == 200, r.text
+    want = [{k: v for k, v in labels.items() if v} | {"service_name": "odd"}
+            for labels in ODD_VALUES]
+    assert sorted(r.json()["data"], key=lambda s: sorted(s.items())) == \
+        sorted(want, key=lambda s: sorted(s.items()))
