@@ -21,7 +21,8 @@ from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from logql.reading import LineConditions, Row, ScanCounts, Totals
 from storage import rollups, scan
 from storage.blocks import sealed
-from storage.streams import Matcher, TenantSet, select_stream_ids, stream_label_sets
+from storage.streams import (Matcher, TenantSet, select_stream_ids, stream_label_sets,
+                             streams_meeting)
 
 # a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the
 # low end is one below the earliest timestamp, as windows are left-open and (TS_MIN - 1, x]
@@ -35,6 +36,8 @@ def _clamp(x: int) -> int:
 # stream after stream, it was a statement per stream and window, which with thousands of
 # small streams cost more than the rows
 BY_STREAM_MAX = 64
+# up to this many count edges, the streams without data at any are left out of the edge reads
+EDGE_FILTER_MAX = 16
 # SQLite VM steps between two deadline checks inside one statement
 _PROGRESS_STEPS = 20_000
 
@@ -122,12 +125,9 @@ class LogReader:
         points = [_clamp(p) for p in points]
         if all((p + 1) % MINUTE_NS == 0 for p in points):
             # (m - 1, m' - 1] is [m, m'): the rollups' own buckets (volume's), nothing else
-            totals, add = _new_totals(nb)
             minute_ranges = [(points[i] + 1, points[i + 1] + 1) for i in range(nb)]
-            for sid, md, i, n, b in rollups.rollup_totals(self.conn, stream_ids,
-                                                          minute_ranges):
-                add(sid, md, i, n, b)
-            return totals
+            return _fill_totals(rollups.rollup_totals(self.conn, stream_ids, minute_ranges),
+                                nb)
         return self._counts(stream_ids, points, want_bytes)
 
     def _counts(self, stream_ids: Sequence[int], points: list[int], want_bytes: bool) -> Totals:
@@ -177,10 +177,9 @@ class LogReader:
         """Buckets of an evenly spaced, minute-aligned grid: rollup minutes by arithmetic,
         then the entries exactly on a grid point moved to the bucket they end."""
         nb = len(points) - 1
-        totals, add = _new_totals(nb)
         origin, width = points[0], points[1] - points[0]
-        for sid, md, i, n, b in rollups.rollup_grid(self.conn, sids, origin, width, nb):
-            add(sid, md, i, n, b)
+        totals = _fill_totals(rollups.rollup_grid(self.conn, sids, origin, width, nb), nb)
+        _, add = _new_totals(nb, totals)
         _move_edge_entries(self.conn, sids, points, want_bytes, add, nb)
         return totals
 
@@ -200,11 +199,15 @@ class LogReader:
             return totals
         floors = [x - x % MINUTE_NS for x in points]
         minute_ranges = [(floors[i], floors[i + 1]) for i in range(nb)]
-        for sid, md, i, n, b in rollups.rollup_totals(conn, sids, minute_ranges):
-            add(sid, md, i, n, b)
+        totals = _fill_totals(rollups.rollup_totals(conn, sids, minute_ranges), nb)
+        _, add = _new_totals(nb, totals)
         # entries with floor_minute(x) <= ts <= x sit in the rollups of the bucket x begins
         # but belong to the bucket x ends
         edges = [(f - 1, x) for f, x in zip(floors, points)]
+        if len(edges) <= EDGE_FILTER_MAX:
+            # a few edges (an instant query's two): only streams with data at one of them
+            # are read there, often none (20,000 streams, instant rate [1h]: -100 ms)
+            sids = streams_meeting(conn, sids, edges)
         for sid, md, i, n, b in _entry_totals(conn, sids, edges, want_bytes):
             if i > 0:
                 add(sid, md, i - 1, n, b)
@@ -227,6 +230,19 @@ def _group_totals(rows: Iterator[tuple[int, int, int, int]], nb: int) -> Totals:
         t = totals.get((grp, ""))
         if t is None:
             t = totals[(grp, "")] = ([0] * nb, [0] * nb)
+        t[0][i] = n
+        t[1][i] = b
+    return totals
+
+
+def _fill_totals(rows: Iterator[tuple[int, str, int, int, int]], nb: int) -> Totals:
+    """Totals from `(stream, metadata, bucket, lines, bytes)` rows, one per triple (a GROUP
+    BY's): set, not added, with no call per row."""
+    totals: Totals = {}
+    for sid, md, i, n, b in rows:
+        t = totals.get((sid, md))
+        if t is None:
+            t = totals[(sid, md)] = ([0] * nb, [0] * nb)
         t[0][i] = n
         t[1][i] = b
     return totals

@@ -92,6 +92,24 @@ WHERE r.stream_id = g.sid AND r.minute >= ?2 AND r.minute < ?6
 GROUP BY 1, 2
 """
 
+# The same with each stream its own group: no JSON object to look each stream's group up in
+_PER_STREAM_SPAN_SQL = """
+SELECT stream_id, CASE WHEN minute < ?3 THEN 0 ELSE min(?5, 1 + (minute - ?3) / ?4) END,
+       sum(lines), sum(bytes)
+FROM rollups
+WHERE stream_id IN (SELECT value FROM json_each(?1)) AND minute >= ?2 AND minute < ?6
+GROUP BY 1, 2
+"""
+
+# Each stream its own group over one range (stats): plain GROUP BY stream_id, which the
+# primary key's order serves; a range number computed per row (above) costs a sort
+_PER_STREAM_SQL = """
+SELECT stream_id, 0, sum(lines), sum(bytes)
+FROM rollups
+WHERE stream_id IN (SELECT value FROM json_each(?1)) AND minute >= ?2 AND minute < ?3
+GROUP BY 1
+"""
+
 # The same for ranges of any widths, from a range table
 _GROUPED_RANGES_SQL = """
 WITH r(i, lo, hi) AS (
@@ -156,6 +174,11 @@ def grouped_rollup_totals(conn: sqlite3.Connection, groups: dict[int, int],
     if not groups or not minute_ranges:
         return iter(())
     span = _even_span(minute_ranges)
+    if all(sid == grp for sid, grp in groups.items()):
+        if len(minute_ranges) == 1:
+            return conn.execute(_PER_STREAM_SQL, (json.dumps(list(groups)), *minute_ranges[0]))
+        if span is not None:
+            return conn.execute(_PER_STREAM_SPAN_SQL, (json.dumps(list(groups)), *span))
     if span is not None:
         return conn.execute(_GROUPED_SPAN_SQL, (json.dumps(groups), *span))
     return conn.execute(_GROUPED_RANGES_SQL, (json.dumps(groups),

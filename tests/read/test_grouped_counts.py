@@ -1,6 +1,7 @@
-"""Counts summed per group of streams (what volume, stats and `sum by (...)` of a count
-read): a group where retention or a delete request hides lines of some streams but not of
-others still counts exactly the visible lines, bucket by bucket."""
+"""Counts from the rollups are exact. Summed per group of streams (what volume, stats and
+`sum by (...)` of a count read), a group where retention or a delete request hides lines of
+some streams but not of others counts exactly the visible lines, bucket by bucket; a window
+whose edges fall inside a minute counts the lines between the minute and the edge."""
 
 from __future__ import annotations
 
@@ -93,3 +94,24 @@ def test_a_group_counts_only_its_visible_lines(reader, points):
         totals = visible.grouped_counts(group_of, points, True)
     assert totals[(0, "")] == _expected([0, 1, 2], points)
     assert totals[(1, "")] == _expected([3], points)
+
+
+@pytest.mark.parametrize("points", [
+    # an instant query's window, both edges inside a minute that holds lines
+    [T0 + 2 * MINUTE_NS + 20 * NS, T0 + 7 * MINUTE_NS + 40 * NS],
+    # and one whose start is before every line, its end inside the last minute
+    [T0 - 3 * MINUTE_NS, T0 + 9 * MINUTE_NS + 40 * NS],
+])
+def test_window_edges_inside_a_minute_count_the_lines_there(reader, points):
+    visible, sid_of = reader
+    inner = visible.inner
+    with inner.snapshot():
+        totals = inner.window_counts(list(sid_of.values()), points, True)
+    for k, sid in sid_of.items():
+        got = [0] * (len(points) - 1)
+        for (s, _), (lines, _) in totals.items():
+            if s == sid:
+                got = [a + b for a, b in zip(got, lines)]
+        want = [sum(1 for ts, _, _, _ in STREAMS[k] if points[i] < ts <= points[i + 1])
+                for i in range(len(points) - 1)]
+        assert got == want, k
