@@ -56,7 +56,8 @@ _ESCAPE = re.compile(r"\\(x[0-9a-f]{2}|.)")
 def parse_canonical(text: str) -> dict[str, str]:
     """The labels of a `canonical_labels` text (its exact inverse): how a stream's label set
     is read back from its stored identity, one row per stream, with no join."""
-    if "\\" not in text:  # no value holds a quote, so `", ` separates the pairs
+    # no value holds a quote, so `", ` separates the pairs, unless a value starts with `, `
+    if "\\" not in text and '=", ' not in text:
         if len(text) <= 2:
             return {}
         return dict(pair.split('="', 1) for pair in text[1:-2].split('", '))
