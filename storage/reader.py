@@ -101,6 +101,11 @@ class LogReader:
         return raw if isinstance(tenant, str) else \
             {sid: dict(sorted(raw[sid].items())) for sid in ids}
 
+    def select_stream_ids(self, tenant: str | TenantSet, matchers: Sequence[Matcher],
+                          start: int, end: int) -> list[int]:
+        """The ids of select_streams, without their labels."""
+        return select_stream_ids(self.conn, tenant, matchers, _clamp(start), _clamp(end))
+
     # -- lines -----------------------------------------------------------------------------
     def lines(self, stream_ids: Sequence[int], start: int, end: int, *,
               conditions: LineConditions | None = None,

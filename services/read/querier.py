@@ -130,7 +130,10 @@ class Querier:
             def cutoff_of(own: str, labels: dict[str, str]) -> int:
                 cut = retention(own, labels) if retention is not None else None
                 return floor if cut is None else max(cut, floor)
-        return VisibleReader(LogReader(conn, deadline), cutoff_of, self.deletes_of)
+        # without a pending delete request there is nothing to ask per stream: a read that
+        # only counts (stats) then never needs the streams' label sets
+        deletes_of = self.deletes_of if self.deletes_pending() else None
+        return VisibleReader(LogReader(conn, deadline), cutoff_of, deletes_of)
 
     async def _read(self, tenant: Scope, fn: Callable[[Reading], T]) -> T:
         """fn(reader) on a reader thread, once the tenant's turn comes (services/read/query_gate.py).

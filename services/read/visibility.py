@@ -59,6 +59,8 @@ class VisibleReader(Generic[R]):
     def select_streams(self, tenant: Any, matchers: Sequence[Matcher], start: int,
                        end: int) -> dict[int, dict[str, str]]:
         out = self.inner.select_streams(tenant, matchers, start, end)
+        if self.cutoff_of is None and self.deletes_of is None:
+            return out
         for sid, labels in out.items():
             own = tenant if isinstance(tenant, str) else labels.get("__tenant_id__", "")
             if self.cutoff_of is not None:
@@ -70,6 +72,14 @@ class VisibleReader(Generic[R]):
                 if found:
                     self.deletes[sid] = found
         return out
+
+    def select_stream_ids(self, tenant: Any, matchers: Sequence[Matcher], start: int,
+                          end: int) -> list[int]:
+        """The ids of select_streams; with no retention or delete request to ask about, the
+        streams' label sets are never read."""
+        if self.cutoff_of is None and self.deletes_of is None:
+            return self.inner.select_stream_ids(tenant, matchers, start, end)
+        return list(self.select_streams(tenant, matchers, start, end))
 
     def visible_streams(self, tenant: Any, groups: Sequence[Sequence[Matcher]], start: int,
                         end: int) -> dict[int, dict[str, str]]:

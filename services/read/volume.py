@@ -52,7 +52,7 @@ def _left_closed(points: list[int]) -> list[int]:
 def index_stats(reader: VisibleReader[LogReader], tenant: str | TenantSet,
                 matchers: Sequence[Matcher], start: int, end: int) -> dict[str, int]:
     with reader.snapshot():
-        ids = list(reader.select_streams(tenant, matchers, start, end))
+        ids = reader.select_stream_ids(tenant, matchers, start, end)
         points = _minutes([start, end + 1])
         # each stream its own group: its totals summed over metadata by SQLite
         totals = reader.grouped_counts({sid: sid for sid in ids}, _left_closed(points),
