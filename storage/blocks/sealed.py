@@ -32,8 +32,6 @@ _FOLD_OUTSIDE_ASCII = frozenset("kKsS")
 # blocks this small are fetched PREFETCH_BLOCKS to a statement (SealedBlocks._prefetch)
 PREFETCH_MAX_ROWS = 1000
 PREFETCH_BLOCKS = 256
-# below this many rows a block's Bloom filter is not consulted (SealedBlocks._check)
-BLOOM_MIN_ROWS = 32
 
 
 @dataclass
@@ -106,7 +104,7 @@ class Decoded:
     def offsets(self) -> list[int]:
         """line i is raw[offsets[i]:offsets[i + 1]]"""
         if self._offsets is None:
-            self._offsets = B.decode_offsets(self._lengths, self.summary.rows).tolist()
+            self._offsets = B.line_offsets(self._lengths, self.summary.rows)
         return self._offsets
 
     @property
@@ -262,17 +260,27 @@ class BlockFilter:
         return f
 
     def admits(self, s: Summary, bloom: bytes | None) -> bool:
-        if bloom is None:
-            return True
+        return bloom is None or bool(self.admits_many([s], [bloom])[0])
+
+    def admits_many(self, found: Sequence[Summary], blooms: Sequence[bytes]) -> np.ndarray:
+        """Per block, whether its summary and Bloom filter let a row through."""
+        ok = np.ones(len(found), dtype=bool)
+        if not self:
+            return ok
+        probe = B.Blooms(blooms)
         for alts in self.clauses:
-            if not any(B.bloom_admits(bloom, probes) for probes in alts):
-                return False
+            some = np.zeros(len(found), dtype=bool)
+            for probes in alts:
+                some |= probe.admit(probes)
+            ok &= some
         for name, probes in self.label_values:
-            if probes is None or s.flags & B.FLAG_BACKSLASH or name in s.md_names:
+            if probes is None:
                 continue
-            if not B.bloom_admits(bloom, probes):
-                return False
-        return True
+            # a value may hide behind an escape, or come from the metadata
+            exempt = np.fromiter((bool(s.flags & B.FLAG_BACKSLASH) or name in s.md_names
+                                  for s in found), dtype=bool, count=len(found))
+            ok &= exempt | probe.admit(probes)
+        return ok
 
     def __bool__(self) -> bool:
         return bool(self.clauses or self.label_values)
@@ -335,15 +343,9 @@ class SealedBlocks:
         if not self.filter:
             self._admitted.update((s.id, True) for s in fresh)
             return
-        # a block of a few rows is searched as fast as its filter is read and probed
-        tiny = [s for s in fresh if s.rows < BLOOM_MIN_ROWS]
-        self._admitted.update((s.id, True) for s in tiny)
-        fresh = [s for s in fresh if s.rows >= BLOOM_MIN_ROWS]
-        if not fresh:
-            return
         blooms = dict(_block_columns(self.conn, [s.id for s in fresh], "bloom"))
-        for s in fresh:
-            self._admitted[s.id] = self.filter.admits(s, blooms.get(s.id, b""))
+        admitted = self.filter.admits_many(fresh, [blooms.get(s.id, b"") for s in fresh])
+        self._admitted.update(zip([s.id for s in fresh], admitted.tolist()))
 
     def estimate(self, lo: int, hi: int, stream_id: int | None = None) -> int:
         """About how many rows `rows(lo, hi, stream_id)` would bring into memory, from the
