@@ -139,6 +139,7 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
         planned = w_hi - w_lo
         if sealed:
             w_lo, w_hi = _narrow(sealed, only_stream, w_lo, w_hi, backward)
+            w_lo, w_hi = sealed.cut(w_lo, w_hi, only_stream, backward, target_rows)
         rows = conn.execute(sql + " LIMIT ?",
                             (ids, w_lo, w_hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall()
         if len(rows) > WINDOW_MAX_ROWS:
