@@ -182,10 +182,23 @@ def decode_metadata(data: bytes, rows: int) -> list[str | None]:
     if not data:
         return [None] * rows
     raw = _decompress(data)
-    index = np.frombuffer(raw, dtype=np.int32, count=rows)
-    table = json.loads(raw[rows * 4:].decode("utf-8", "surrogatepass"))
-    table.append(None)  # index -1
-    return list(map(table.__getitem__, index.tolist()))
+    index = struct.unpack_from(f"<{rows}i", raw) if rows <= SMALL_ROWS else \
+        np.frombuffer(raw, dtype=np.int32, count=rows).tolist()
+    text = raw[rows * 4:]
+    table = _tables.get(text)
+    if table is None:
+        if len(_tables) >= _TABLES_KEPT:
+            _tables.clear()
+        table = json.loads(text.decode("utf-8", "surrogatepass"))
+        table.append(None)  # index -1
+        _tables[text] = table
+    return list(map(table.__getitem__, index))
+
+
+# decoded metadata dictionaries by their bytes: a stream's blocks mostly hold the same few
+# sets (its detected_level values), and parsing the JSON was most of decoding the column
+_tables: dict[bytes, list] = {}
+_TABLES_KEPT = 4096
 
 
 def decode_lines(data: bytes, lengths: list[int], ascii_only: bool) -> list[str]:
