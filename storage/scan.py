@@ -126,6 +126,12 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
     width = progress.width
     lo, hi = (start, progress.lo) if backward else (progress.hi, end)
     windows = 0
+    # a store at rest has sealed everything: one look spares a statement per window, each
+    # of which reads the ids of every stream (thousands) again. Reads run in a snapshot
+    # (LogReader.snapshot), so the head cannot change under the scan
+    head = sealed is None or lo >= hi or conn.execute(
+        "SELECT 1 FROM entries WHERE stream_id IN (SELECT value FROM json_each(?)) "
+        "AND ts >= ? AND ts < ? LIMIT 1", (ids, lo, hi)).fetchone() is not None
     while lo < hi:
         if max_windows is not None and windows >= max_windows:
             return
@@ -139,8 +145,10 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
         planned = w_hi - w_lo
         if sealed:
             w_lo, w_hi = _narrow(sealed, only_stream, w_lo, w_hi, backward)
+            w_lo, w_hi = sealed.cut(w_lo, w_hi, only_stream, backward, target_rows)
         rows = conn.execute(sql + " LIMIT ?",
-                            (ids, w_lo, w_hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall()
+                            (ids, w_lo, w_hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall() \
+            if head else []
         if len(rows) > WINDOW_MAX_ROWS:
             rows, w_lo, w_hi = _cut(conn, sql, ids, cond_params, rows, w_lo, w_hi, backward)
         if w_hi - w_lo < planned:

@@ -285,15 +285,23 @@ class Deletions:
             self.bytes_deleted += size
             await self._removed(sid, [(r[1], r[2]) for r in gone])
         ids = await self.db.read(deletes.blocks_overlapping, sid, start, end)
-        for i in range(0, len(ids), REWRITE_BATCH):
-            began = time.perf_counter()
-            gone, size = await self._rewrite(sid, ids[i:i + REWRITE_BATCH], start, end, pick)
-            removed += len(gone)
-            self.lines_deleted += len(gone)
-            self.bytes_deleted += size
-            await self._removed(sid, gone)
-            # rewriting is CPU work under the GIL: leave as much time to pushes and queries
-            await asyncio.sleep((time.perf_counter() - began) * PAUSE_FACTOR)
+        while ids:
+            moved = False
+            for i in range(0, len(ids), REWRITE_BATCH):
+                began = time.perf_counter()
+                gone, size, left = await self._rewrite(sid, ids[i:i + REWRITE_BATCH], start,
+                                                       end, pick)
+                moved |= left
+                removed += len(gone)
+                self.lines_deleted += len(gone)
+                self.bytes_deleted += size
+                await self._removed(sid, gone)
+                # rewriting is CPU work under the GIL: leave as much time to pushes and queries
+                await asyncio.sleep((time.perf_counter() - began) * PAUSE_FACTOR)
+            # a block that left meanwhile was merged into a newer one by the sealer
+            # (storage/blocks/sealing.py): its lines are looked for again there
+            ids = await self.db.read(deletes.blocks_overlapping, sid, start, end) \
+                if moved else []
         return removed
 
     async def _removed(self, sid: int, rows: list[tuple[int, str]]) -> None:
@@ -302,33 +310,40 @@ class Deletions:
                 await listener(sid, rows)
 
     async def _rewrite(self, sid: int, block_ids: list[int], start: int, end: int,
-                       pick) -> tuple[list[tuple[int, str]], int]:
+                       pick) -> tuple[list[tuple[int, str]], int, bool]:
         """Rewrite a few blocks: decoded, filtered and encoded on a reader thread, then
-        replaced in one writer job (a few tens of milliseconds)."""
+        replaced in one writer job (a few tens of milliseconds). Also says whether a block
+        with lines to remove was gone by then."""
         def prepare(conn):
             out = []
+            missing = False
             for block_id in block_ids:
                 rows = deletes.block_rows(conn, block_id)
+                missing |= not rows
                 gone = [r for r in rows if start <= r[1] <= end and pick(r[2])]
                 if gone:
                     keep = [r for r in rows if not (start <= r[1] <= end and pick(r[2]))]
                     out.append((block_id, keep, gone, blocks.encode(keep) if keep else None))
-            return out
+            return out, missing
 
         def apply(conn, prepared):
             lines: list[tuple[int, str]] = []
             size = 0
+            left = False
             for block_id, keep, gone, encoded in prepared:
                 removed = deletes.rewrite_block(conn, sid, block_id, keep, gone, encoded)
-                if removed is not None:
+                if removed is None:
+                    left = True
+                else:
                     lines += [(r[1], r[2]) for r in gone]
                     size += removed
-            return lines, size
+            return lines, size, left
 
-        prepared = await self.db.read(prepare)
+        prepared, missing = await self.db.read(prepare)
         if not prepared:
-            return [], 0
-        return await self.db.write(lambda conn: apply(conn, prepared))
+            return [], 0, missing
+        lines, size, left = await self.db.write(lambda conn: apply(conn, prepared))
+        return lines, size, left or missing
 
 
 def _seconds(ns: int) -> int | float:

@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable
 from services.runtime import memory
 from services.runtime.base import cancel_task
 from services.runtime.metrics import ScrapeCollector, counter
-from storage.blocks import codec as blocks, sealing
+from storage.blocks import sealing
 from storage.streams import select_stream_ids
 
 log = logging.getLogger("logstore.sealer")
@@ -39,11 +39,11 @@ FLUSH_WAL_WAIT_MS = 5000
 
 
 def _read_and_encode(conn: Any, sid: int, lo: int, hi: int, limit: int,
-                     max_id: int | None = None):
+                     max_id: int | None = None) -> sealing.Prepared | None:
     rows = sealing.head_rows(conn, sid, lo, hi, limit, max_id)
     if not rows:
-        return [], None
-    return [r[0] for r in rows], blocks.encode(rows)
+        return None
+    return sealing.prepare_block(conn, sid, rows, limit, hi - lo)
 
 
 class Sealer:
@@ -160,16 +160,17 @@ class Sealer:
             while True:
                 seen = self._writes_seen
                 t0 = time.perf_counter()
-                ids, block = await self.db.read(_read_and_encode, g.stream_id, g.lo, g.hi,
-                                                self.max_rows, max_id)
-                if block is None:
+                prepared = await self.db.read(_read_and_encode, g.stream_id, g.lo, g.hi,
+                                              self.max_rows, max_id)
+                if prepared is None:
                     break
+                ids = prepared.entry_ids
                 if not closed and len(ids) < self.max_rows:
                     break  # an open window: wait until it is full or closes
                 try:
                     await self.db.write(
-                        lambda conn, s=g.stream_id, b=block, i=ids:
-                        sealing.store_block(conn, s, b, i))
+                        lambda conn, s=g.stream_id, p=prepared:
+                        sealing.store_prepared(conn, s, p))
                 except sealing.HeadChanged:
                     continue  # read the group again
                 self.blocks_written += 1

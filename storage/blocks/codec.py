@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import threading
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -124,15 +126,29 @@ def _deltas(values: np.ndarray) -> np.ndarray:
 
 
 def _decompress(data: bytes) -> bytes:
-    # blocks are written with the content size in the frame header
-    return zstandard.ZstdDecompressor().decompress(data)
+    # blocks are written with the content size in the frame header. A decompressor is made
+    # once per thread (like the compressor, it must not serve two threads at once): making
+    # one cost 5x the decompression of a small block's column
+    d = getattr(_local, "decompressor", None)
+    if d is None:
+        d = _local.decompressor = zstandard.ZstdDecompressor()
+    return d.decompress(data)
 
 
 # -- reading ----------------------------------------------------------------------------------
 
+# below this many rows a column is decoded with struct and accumulate: numpy's fixed cost
+# per call is several times the work for the few rows of a quiet stream's block
+SMALL_ROWS = 64
+
+
 def decode_keys(data: bytes, rows: int) -> tuple[list[int], list[int]]:
     """(timestamps, entry ids), both in block order."""
-    arr = np.frombuffer(_decompress(data), dtype=np.int64)
+    raw = _decompress(data)
+    if rows <= SMALL_ROWS:
+        deltas = struct.unpack(f"<{2 * rows}q", raw)
+        return list(accumulate(deltas[:rows])), list(accumulate(deltas[rows:]))
+    arr = np.frombuffer(raw, dtype=np.int64)
     return np.cumsum(arr[:rows]).tolist(), np.cumsum(arr[rows:]).tolist()
 
 
@@ -148,6 +164,13 @@ def decode_offsets(lengths: bytes, rows: int) -> np.ndarray:
     return offsets
 
 
+def line_offsets(lengths: bytes, rows: int) -> list[int]:
+    """decode_offsets as a list (what slicing lines wants)."""
+    if rows <= SMALL_ROWS:
+        return list(accumulate(struct.unpack(f"<{rows}I", _decompress(lengths)), initial=0))
+    return decode_offsets(lengths, rows).tolist()
+
+
 def decode_ts_offsets(keys: bytes, lengths: bytes, rows: int) -> tuple[np.ndarray, np.ndarray]:
     """(timestamps, line byte offsets) as arrays, for counting."""
     ts = np.cumsum(np.frombuffer(_decompress(keys), dtype=np.int64, count=rows))
@@ -159,10 +182,23 @@ def decode_metadata(data: bytes, rows: int) -> list[str | None]:
     if not data:
         return [None] * rows
     raw = _decompress(data)
-    index = np.frombuffer(raw, dtype=np.int32, count=rows)
-    table = json.loads(raw[rows * 4:].decode("utf-8", "surrogatepass"))
-    table.append(None)  # index -1
-    return list(map(table.__getitem__, index.tolist()))
+    index = struct.unpack_from(f"<{rows}i", raw) if rows <= SMALL_ROWS else \
+        np.frombuffer(raw, dtype=np.int32, count=rows).tolist()
+    text = raw[rows * 4:]
+    table = _tables.get(text)
+    if table is None:
+        if len(_tables) >= _TABLES_KEPT:
+            _tables.clear()
+        table = json.loads(text.decode("utf-8", "surrogatepass"))
+        table.append(None)  # index -1
+        _tables[text] = table
+    return list(map(table.__getitem__, index))
+
+
+# decoded metadata dictionaries by their bytes: a stream's blocks mostly hold the same few
+# sets (its detected_level values), and parsing the JSON was most of decoding the column
+_tables: dict[bytes, list] = {}
+_TABLES_KEPT = 4096
 
 
 def decode_lines(data: bytes, lengths: list[int], ascii_only: bool) -> list[str]:
@@ -216,12 +252,31 @@ def trigram_probes(text: bytes) -> list[tuple[int, int]] | None:
 
 def bloom_admits(bloom: bytes, probes: list[tuple[int, int]]) -> bool:
     """False only if some trigram of the needle is certainly absent from the block."""
-    nbits = len(bloom) * 8
-    if nbits == 0:
-        return False  # a block with fewer than 3 bytes of text holds no trigram at all
-    for h1, h2 in probes:
-        for i in range(BLOOM_PROBES):
-            pos = ((h1 + i * h2) & _MASK64) % nbits
-            if not bloom[pos >> 3] & (1 << (pos & 7)):
-                return False
-    return True
+    return bool(Blooms([bloom]).admit(probes)[0])
+
+
+class Blooms:
+    """The Bloom filters of many blocks, probed together: thousands of quiet streams make
+    thousands of blocks of a few rows, and a probe per block in Python cost more than
+    searching the block's lines did; as arrays, all of them cost a few numpy calls."""
+
+    def __init__(self, blooms: Sequence[bytes]):
+        sizes = np.fromiter(map(len, blooms), dtype=np.int64, count=len(blooms))
+        # one spare byte, so that the index of an empty filter stays in bounds
+        self._bits = np.frombuffer(b"".join(blooms) + b"\0", dtype=np.uint8)
+        self._base = np.zeros(len(blooms), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=self._base[1:])
+        # a block with fewer than 3 bytes of text holds no trigram at all
+        self._empty = sizes == 0
+        self._nbits = np.where(self._empty, 8, sizes * 8).astype(np.uint64)
+
+    def admit(self, probes: list[tuple[int, int]]) -> np.ndarray:
+        """Per block, False only if some trigram of the needle is certainly absent."""
+        ok = ~self._empty
+        for h1, h2 in probes:
+            for i in range(BLOOM_PROBES):
+                pos = (np.uint64((h1 + i * h2) & _MASK64) % self._nbits).astype(np.int64)
+                ok &= ((self._bits[self._base + (pos >> 3)] >> (pos & 7)) & 1).astype(bool)
+                if not ok.any():
+                    return ok
+        return ok

@@ -14,6 +14,7 @@ what storage/rollups.py's entry counts give for the head; both add up.
 
 from __future__ import annotations
 
+import heapq
 import json
 import sqlite3
 from bisect import bisect_left, bisect_right
@@ -32,8 +33,6 @@ _FOLD_OUTSIDE_ASCII = frozenset("kKsS")
 # blocks this small are fetched PREFETCH_BLOCKS to a statement (SealedBlocks._prefetch)
 PREFETCH_MAX_ROWS = 1000
 PREFETCH_BLOCKS = 256
-# below this many rows a block's Bloom filter is not consulted (SealedBlocks._check)
-BLOOM_MIN_ROWS = 32
 
 
 @dataclass
@@ -106,7 +105,7 @@ class Decoded:
     def offsets(self) -> list[int]:
         """line i is raw[offsets[i]:offsets[i + 1]]"""
         if self._offsets is None:
-            self._offsets = B.decode_offsets(self._lengths, self.summary.rows).tolist()
+            self._offsets = B.line_offsets(self._lengths, self.summary.rows)
         return self._offsets
 
     @property
@@ -262,17 +261,27 @@ class BlockFilter:
         return f
 
     def admits(self, s: Summary, bloom: bytes | None) -> bool:
-        if bloom is None:
-            return True
+        return bloom is None or bool(self.admits_many([s], [bloom])[0])
+
+    def admits_many(self, found: Sequence[Summary], blooms: Sequence[bytes]) -> np.ndarray:
+        """Per block, whether its summary and Bloom filter let a row through."""
+        ok = np.ones(len(found), dtype=bool)
+        if not self:
+            return ok
+        probe = B.Blooms(blooms)
         for alts in self.clauses:
-            if not any(B.bloom_admits(bloom, probes) for probes in alts):
-                return False
+            some = np.zeros(len(found), dtype=bool)
+            for probes in alts:
+                some |= probe.admit(probes)
+            ok &= some
         for name, probes in self.label_values:
-            if probes is None or s.flags & B.FLAG_BACKSLASH or name in s.md_names:
+            if probes is None:
                 continue
-            if not B.bloom_admits(bloom, probes):
-                return False
-        return True
+            # a value may hide behind an escape, or come from the metadata
+            exempt = np.fromiter((bool(s.flags & B.FLAG_BACKSLASH) or name in s.md_names
+                                  for s in found), dtype=bool, count=len(found))
+            ok &= exempt | probe.admit(probes)
+        return ok
 
     def __bool__(self) -> bool:
         return bool(self.clauses or self.label_values)
@@ -297,6 +306,18 @@ def _searchable_clause(conditions) -> list[tuple[bytes, bool]] | None:
     return None
 
 
+class _Ordered:
+    """Blocks sorted by their first row, with their bounds and rows as arrays too."""
+
+    def __init__(self, blocks: list[Summary]):
+        self.blocks = blocks
+        self.starts = [b.min_ts for b in blocks]
+        self.first = np.array(self.starts, dtype=np.int64)
+        self.last = np.fromiter((b.max_ts for b in blocks), dtype=np.int64, count=len(blocks))
+        self.rows = np.fromiter((b.rows for b in blocks), dtype=np.float64, count=len(blocks))
+        self.longest = max((b.max_ts - b.min_ts for b in blocks), default=0)
+
+
 class SealedBlocks:
     """The sealed rows of some streams in [start, end) that may pass a scan's conditions."""
 
@@ -315,8 +336,8 @@ class SealedBlocks:
         self._admitted: dict[int, bool] = {}
         self._cache: dict[int, Decoded] = {}
         self.search = _searchable_clause(conditions)
-        # per stream (-1: all): block starts in order, the blocks, the longest span
-        self._by_start: dict[int, tuple[list[int], list[Summary], int]] = {}
+        # per stream (-1: all): the blocks by their first row
+        self._by_start: dict[int, _Ordered] = {}
 
     def __bool__(self) -> bool:
         return bool(self.blocks)
@@ -335,48 +356,77 @@ class SealedBlocks:
         if not self.filter:
             self._admitted.update((s.id, True) for s in fresh)
             return
-        # a block of a few rows is searched as fast as its filter is read and probed
-        tiny = [s for s in fresh if s.rows < BLOOM_MIN_ROWS]
-        self._admitted.update((s.id, True) for s in tiny)
-        fresh = [s for s in fresh if s.rows >= BLOOM_MIN_ROWS]
-        if not fresh:
-            return
         blooms = dict(_block_columns(self.conn, [s.id for s in fresh], "bloom"))
-        for s in fresh:
-            self._admitted[s.id] = self.filter.admits(s, blooms.get(s.id, b""))
+        admitted = self.filter.admits_many(fresh, [blooms.get(s.id, b"") for s in fresh])
+        self._admitted.update(zip([s.id for s in fresh], admitted.tolist()))
 
     def estimate(self, lo: int, hi: int, stream_id: int | None = None) -> int:
         """About how many rows `rows(lo, hi, stream_id)` would bring into memory, from the
         summaries (rows spread evenly over each block's time span); 0 when a needle search
-        picks the rows, which then are only the lines that hold the needles."""
+        picks the rows, which then are only the lines that hold the needles. As arrays: a
+        scan asks this several times per window, of every block the window reaches."""
         if self.search:
             return 0
-        total = 0
-        for s in self._reaching(lo, hi, stream_id):
-            if self._admitted.get(s.id) is False:
-                continue
-            span = s.max_ts - s.min_ts + 1
-            total += s.rows * (min(hi, s.max_ts + 1) - max(lo, s.min_ts)) // span
-        return total
+        o = self._ordered(stream_id)
+        i, j = bisect_left(o.starts, lo - o.longest), bisect_left(o.starts, hi)
+        first, last, rows = o.first[i:j], o.last[i:j], o.rows[i:j]
+        take = last >= lo
+        if False in self._admitted.values():
+            take &= np.fromiter((self._admitted.get(s.id) is not False
+                                 for s in o.blocks[i:j]), dtype=bool, count=j - i)
+        first, last, rows = first[take], last[take], rows[take]
+        inside = (np.minimum(hi, last + 1) - np.maximum(lo, first)).astype(np.float64)
+        return int(np.floor(rows * inside / (last - first + 1)).sum())
 
-    def _ordered(self, stream_id: int | None) -> tuple[list[int], list[Summary], int]:
-        """Block starts in order, the blocks, the longest span (per stream, or -1: all)."""
+    def cut(self, lo: int, hi: int, stream_id: int | None, backward: bool,
+            max_rows: int) -> tuple[int, int]:
+        """[lo, hi) narrowed, at its far end from where the scan comes, to the newest (or
+        oldest) `max_rows` sealed rows and every row sharing the last one's timestamp, when
+        it holds more: thousands of streams' last lines can fall in one instant, where the
+        summaries' estimate cannot split them, and only their timestamps are read to find
+        the cut, not their lines. Not for needle searches (`estimate` leaves them alone)."""
+        if self.search:
+            return lo, hi
+        reached = self._admit(self._reaching(lo, hi, stream_id))
+        if sum(s.rows for s in reached) <= max_rows:
+            return lo, hi
+        self._prefetch(reached)
+        stamps: list[int] = []
+        for s in reached:
+            d = self._cache.get(s.id)
+            if d is None:
+                d = self._cache[s.id] = Decoded(self.conn, s)
+            a, b = d.span(lo, hi)
+            stamps += d.ts[a:b]
+        if len(stamps) <= max_rows:
+            return lo, hi
+        if backward:
+            return heapq.nlargest(max_rows, stamps)[-1], hi
+        return lo, heapq.nsmallest(max_rows, stamps)[-1] + 1
+
+    def _admit(self, reached: list[Summary]) -> list[Summary]:
+        """The blocks the summaries do not rule out (checked the first time one is met)."""
+        fresh = [s for s in reached if s.id not in self._admitted]
+        if fresh:
+            self._check(fresh)
+        return [s for s in reached if self._admitted[s.id]]
+
+    def _ordered(self, stream_id: int | None) -> "_Ordered":
+        """The blocks (of one stream, or all: -1) by their first row."""
         key = -1 if stream_id is None else stream_id
-        by_start = self._by_start.get(key)
-        if by_start is None:
+        o = self._by_start.get(key)
+        if o is None:
             blocks = self.blocks if stream_id is None else self._by_stream.get(stream_id, [])
-            ordered = sorted(blocks, key=lambda b: b.min_ts)
-            longest = max((b.max_ts - b.min_ts for b in ordered), default=0)
-            by_start = self._by_start[key] = ([b.min_ts for b in ordered], ordered, longest)
-        return by_start
+            o = self._by_start[key] = _Ordered(sorted(blocks, key=lambda b: b.min_ts))
+        return o
 
     def _reaching(self, lo: int, hi: int, stream_id: int | None) -> list[Summary]:
         """The blocks with rows possibly in [lo, hi): found by their starts, so a scan of
         many windows over many blocks does not test every block in every window."""
-        starts, ordered, longest = self._ordered(stream_id)
+        o = self._ordered(stream_id)
         # only blocks that start less than the longest block's span before `lo` can reach it
-        return [s for s in ordered[bisect_left(starts, lo - longest):bisect_left(starts, hi)]
-                if s.max_ts >= lo]
+        return [s for s in o.blocks[bisect_left(o.starts, lo - o.longest):
+                                    bisect_left(o.starts, hi)] if s.max_ts >= lo]
 
     def _prefetch(self, blocks: list[Summary]) -> None:
         """Fetch the timestamps of small blocks not decoded yet, many to a statement: with
@@ -420,10 +470,7 @@ class SealedBlocks:
         out: list[Row] = []
         touched: set[int] = set()
         keep, needles = self.keep, self.search
-        fresh = [s for s in reached if s.id not in self._admitted]
-        if fresh:
-            self._check(fresh)
-        reached = [s for s in reached if self._admitted[s.id]]
+        reached = self._admit(reached)
         self._prefetch(reached)
         taken: list[tuple[Decoded, int, int]] = []
         for s in reached:
@@ -481,10 +528,15 @@ def _counts_in(conn: sqlite3.Connection, found: Sequence[Summary], lo: int,
             size += s.bytes
         else:
             cut.append(s)
-    for s, c in iter_counts(conn, cut, metadata=False):
-        a, b = np.searchsorted(c.ts, [lo, hi], side="left").tolist()
-        lines += b - a
-        size += int(c.offsets[b] - c.offsets[a])
+    by_id = {s.id: s for s in cut}
+    for bid, keys, lengths in _block_columns(conn, list(by_id), "keys, lengths"):
+        n = by_id[bid].rows
+        ts = B.decode_keys(keys, n)[0]
+        a, b = bisect_left(ts, lo), bisect_left(ts, hi)
+        if a < b:
+            offsets = B.line_offsets(lengths, n)
+            lines += b - a
+            size += offsets[b] - offsets[a]
     return lines, size
 
 

@@ -5,14 +5,24 @@ The sealer (services/upkeep/sealer.py) calls, on a reader connection:
     sealable_groups(conn, now, window, grace, max_rows)  which (stream, window) groups to seal
     head_rows(conn, stream, lo, hi, limit)               their rows, oldest first
 
-encodes them (storage/blocks/codec.py) outside any transaction, and then, through the writer:
+encodes them (storage/blocks/codec.py) outside any transaction with
 
-    store_block(conn, stream, block, entry_ids)
+    prepare_block(conn, stream, rows, max_rows, window)
+
+and then, through the writer:
+
+    store_prepared(conn, stream, prepared)
 
 which inserts the block and deletes exactly those rows from the head in one transaction.
-If a row is gone by then (nothing deletes head rows today, retention will) the block is not
-stored and the sealer reads the group again: a line is never in both places and never in
-neither.
+If a row is gone by then (a delete request, retention) the block is not stored and the
+sealer reads the group again: a line is never in both places and never in neither.
+
+A quiet stream (a pod logging a few lines an hour) would get a block of a few rows per
+window, and a read pays a fixed cost per block (a summary, a decompression per column):
+with thousands of such streams that cost was most of a read. So when the rows to seal are
+few and the stream's newest block is small, `prepare_block` encodes both into one block,
+and `store_prepared` replaces the old block in the same transaction (if that block changed
+meanwhile, nothing is stored and the sealer reads again). Blocks still hold one stream each.
 """
 
 from __future__ import annotations
@@ -24,11 +34,17 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from storage.blocks import codec as B
+from storage.deletes import block_rows
 
 # fewer free pages than this stay in the file (new rows reuse them)
 MIN_FREE_PAGES = 256
 # a group of the head this large is sealed even if its window is still open
 DEFAULT_MAX_ROWS = 20_000
+# rows to seal fewer than this go into the stream's newest block if it holds fewer too (and
+# the two span at most MERGE_MAX_WINDOWS windows): below it a block's fixed cost to a read
+# outweighs its rows', and re-encoding it costs little
+MERGE_BELOW_ROWS = 64
+MERGE_MAX_WINDOWS = 24
 
 
 class HeadChanged(RuntimeError):
@@ -130,6 +146,48 @@ def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,
     return block_id
 
 
+@dataclass
+class Prepared:
+    """A block encoded from head rows, ready for `store_prepared`."""
+    entry_ids: list[int]         # the head rows it takes
+    block: B.EncodedBlock
+    replaces: tuple[int, bytes] | None = None  # the block merged in: its id and keys
+
+
+def prepare_block(conn: sqlite3.Connection, stream_id: int,
+                  rows: Sequence[tuple[int, int, str, str | None]], max_rows: int,
+                  window_ns: int) -> Prepared:
+    """Encode one stream's head rows (from `head_rows`; reader), merged with the stream's
+    newest block when both are small (see the module's docstring)."""
+    ids = [r[0] for r in rows]
+    if len(rows) < MERGE_BELOW_ROWS:
+        last = conn.execute("SELECT id, rows, min_ts, max_ts, keys FROM blocks "
+                            "WHERE stream_id = ? ORDER BY max_ts DESC LIMIT 1",
+                            (stream_id,)).fetchone()
+        if last is not None and last[1] < MERGE_BELOW_ROWS \
+                and last[1] + len(rows) <= max_rows:
+            stamps = [r[1] for r in rows]
+            span = max(last[3], max(stamps)) - min(last[2], min(stamps))
+            if span < MERGE_MAX_WINDOWS * window_ns:
+                held = block_rows(conn, last[0])
+                return Prepared(ids, B.encode(held + list(rows)), (last[0], last[4]))
+    return Prepared(ids, B.encode(rows))
+
+
+def store_prepared(conn: sqlite3.Connection, stream_id: int, p: Prepared) -> int:
+    """`store_block`, and the block merged in removed (writer, inside a transaction).
+    Raises HeadChanged, leaving nothing changed, if a head row or that block changed."""
+    block_id = store_block(conn, stream_id, p.block, p.entry_ids)
+    if p.replaces is not None:
+        # removed after the insert, so the merged block cannot take the old one's id (a
+        # delete request rewriting that id must find it gone, not the merged block); the
+        # keys (every row's ts and id) tell whether it is still the block that was read
+        if conn.execute("DELETE FROM blocks WHERE id = ? AND keys = ?",
+                        p.replaces).rowcount != 1:
+            raise HeadChanged("the block to merge into changed")
+    return block_id
+
+
 def reclaim_space(conn: sqlite3.Connection, min_free_pages: int = MIN_FREE_PAGES,
                   max_pages: int = 4096) -> int:
     """Give up to `max_pages` of the pages sealing freed back to the file system once there
@@ -156,9 +214,10 @@ def seal_now(conn: sqlite3.Connection, groups: Sequence[Group], max_rows: int,
             rows = head_rows(conn, g.stream_id, g.lo, g.hi, max_rows)
             if not rows:
                 break
+            prepared = prepare_block(conn, g.stream_id, rows, max_rows, g.hi - g.lo)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                store_block(conn, g.stream_id, B.encode(rows), [r[0] for r in rows])
+                store_prepared(conn, g.stream_id, prepared)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise

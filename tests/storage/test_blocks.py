@@ -178,3 +178,29 @@ def test_blocks_encoded_on_many_threads_at_once_decode_to_their_rows():
     for t in threads:
         t.join()
     assert bad == []
+
+
+def test_a_limited_read_decodes_the_lines_of_the_blocks_it_returns_only(conn, monkeypatch):
+    """Thousands of quiet streams' last lines can fall in one instant, where the summaries'
+    estimate cannot split the window: the scan reads those blocks' timestamps, cuts the
+    window to the newest rows, and decompresses the lines of only the blocks those are in.
+    The rows stay exactly the newest, ties at the cut included."""
+    from storage import scan
+
+    for sid in range(1, 301):  # a block per stream, its last line within a microsecond
+        _store(conn, sid, [(sid * 10, T + 600 * 10**9, f"s{sid} older", None),
+                           (sid * 10 + 1, T + 900 * 10**9 + sid % 100, f"s{sid} last", None)])
+    fetched = []
+    complete = SealedBlocks._complete
+    monkeypatch.setattr(SealedBlocks, "_complete",
+                        lambda self, ds: (fetched.append(len(ds)), complete(self, ds))[1])
+    blocks = SealedBlocks(conn, list(range(1, 301)), T, T + 3600 * 10**9)
+    batches = scan.scan_ordered(conn, list(range(1, 301)), T, T + 3600 * 10**9,
+                                backward=True, sealed=blocks, target_rows=40)
+    first = next(batches) + next(batches)  # the first window, in batches of 40
+    # three streams per nanosecond (sid % 100): the 40th newest row's nanosecond holds two
+    # more, so the window keeps 42
+    newest = sorted(((T + 900 * 10**9 + sid % 100, sid * 10 + 1) for sid in range(1, 301)),
+                    reverse=True)
+    assert [(r[2], r[0]) for r in first] == newest[:42]
+    assert sum(fetched) == 42

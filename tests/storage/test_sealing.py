@@ -161,6 +161,40 @@ def test_sigkill_while_sealing_loses_nothing_and_shows_nothing_twice(make_server
     assert r["data"]["result"][0]["value"][1] == str(len(values))
 
 
+def test_a_quiet_stream_keeps_one_block_across_windows(make_server, tmp_path):
+    """A pod that logs a few lines per window: each window's lines are sealed on their own,
+    yet they end in one block (a read pays per block), and read back the same after a
+    restart; a busy stream beside it still gets blocks of at most max_rows."""
+    data = tmp_path / "data"
+    server = make_server({**EAGER, "storage": {**EAGER["storage"], "block_max_rows": 30}},
+                         data_dir=data)
+    quiet, busy = [], []
+    for w in range(6):  # six one-minute windows, each sealed before the next is pushed
+        q = [[str(T + w * 60 * 10**9 + k * 10**9), f"quiet w={w} k={k}"] for k in range(3)]
+        b = [[str(T + w * 60 * 10**9 + k * 10**8), f"busy w={w} k={k}"] for k in range(25)]
+        quiet += q
+        busy += b
+        push(server.url, [({"app": "quiet"}, q), ({"app": "busy"}, b)])
+        wait_until(lambda n=len(quiet) + len(busy):
+                   metric(server.url, "logstore_sealer_rows_sealed") == n, "window sealed")
+    conn = sqlite3.connect(data / "logstore.db")
+    per_stream = conn.execute(
+        "SELECT s.labels, count(*), max(b.rows), sum(b.rows) FROM blocks b "
+        "JOIN streams s ON s.id = b.stream_id GROUP BY s.labels ORDER BY s.labels").fetchall()
+    conn.close()
+    assert [row[1:] for row in per_stream] == [(6, 25, 150), (1, 18, 18)]  # busy, quiet
+    params = {"query": '{app="quiet"}', "start": str(T), "end": str(T + 600 * 10**9),
+              "limit": "100", "direction": "forward"}
+    before = httpx.get(server.url + QUERY_RANGE, params=params).json()["data"]["result"]
+    assert [v for s in before for v in s["values"]] == quiet
+    server.stop()
+    server.start()
+    after = httpx.get(server.url + QUERY_RANGE, params=params).json()["data"]["result"]
+    assert after == before
+    assert Counter((r[2], r[3]) for r in stored(str(data / "logstore.db"))) == \
+        Counter((int(ts), line) for ts, line in quiet + busy)
+
+
 @pytest.mark.parametrize("key, value, message", [
     ("block_window", "0s", "storage.block_window must be a positive duration"),
     ("block_max_rows", 0, "storage.block_max_rows must be between 1 and 1000000"),
