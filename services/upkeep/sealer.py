@@ -4,9 +4,11 @@ A push stays one plain insert into the head. This loop wakes when pushes commit 
 `interval` seconds in any case), asks the head which (stream, window) groups are due (see
 storage.blocks.sealing.sealable_groups) and seals each: it reads and encodes the rows on a reader
 thread, outside any transaction, then hands the writer one short job that inserts the block
-and deletes those rows. That job is the only thing sealing puts on the writer, so pushes
-never wait behind a compression; while pushes keep arriving the loop pauses between blocks
-for as long as the block took, so sealing takes at most about half of a busy machine.
+and deletes those rows (small groups, the few rows of quiet streams, go many to a job: one
+commit for them all, each block's move in its own savepoint). That job is the only thing
+sealing puts on the writer, so pushes never wait behind a compression; while pushes keep
+arriving the loop pauses between jobs for as long as the job's reading and encoding took,
+so sealing takes at most about half of a busy machine.
 
 Crash safety comes from the writer job being atomic: at every commit each acknowledged line
 is in the head or in one block, never both. A restart simply finds the due groups again.
@@ -15,8 +17,10 @@ is in the head or in one block, never both. A restart simply finds the due group
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from services.runtime import memory
@@ -46,6 +50,19 @@ def _read_and_encode(conn: Any, sid: int, lo: int, hi: int, limit: int,
     return sealing.prepare_block(conn, sid, rows, limit, hi - lo)
 
 
+def _read_and_encode_many(conn: Any, groups: list[tuple[int, int, int]], limit: int,
+                          max_id: int | None = None) -> list[sealing.Prepared | None]:
+    return [_read_and_encode(conn, sid, lo, hi, limit, max_id) for sid, lo, hi in groups]
+
+
+@dataclass
+class _Round:
+    """What one sealing round has done, for its progress lines."""
+    pending: int
+    last_note: float
+    sealed: int = 0
+
+
 class Sealer:
     def __init__(self, db: Any, *, window_ns: int, grace_ns: int,
                  max_rows: int = sealing.DEFAULT_MAX_ROWS, enabled: bool = True,
@@ -68,6 +85,7 @@ class Sealer:
         self._stopping = False
         self.blocks_written = 0
         self.rows_sealed = 0
+        self._round = _Round(0, 0.0)
         self.failure: str | None = None
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -152,40 +170,20 @@ class Sealer:
                 await self._reclaim()  # what a round cut short (a restart) left free
             return 0
         max_id = await self.gate() if self.gate is not None else None
-        started = last_note = time.monotonic()
-        sealed = 0
+        started = time.monotonic()
+        self._round = _Round(pending, started)
         cutoff = self.clock() - self.grace_ns
-        for g in groups:
-            closed = everything or g.hi <= cutoff
-            while True:
-                seen = self._writes_seen
-                t0 = time.perf_counter()
-                prepared = await self.db.read(_read_and_encode, g.stream_id, g.lo, g.hi,
-                                              self.max_rows, max_id)
-                if prepared is None:
-                    break
-                ids = prepared.entry_ids
-                if not closed and len(ids) < self.max_rows:
-                    break  # an open window: wait until it is full or closes
-                try:
-                    await self.db.write(
-                        lambda conn, s=g.stream_id, p=prepared:
-                        sealing.store_prepared(conn, s, p))
-                except sealing.HeadChanged:
-                    continue  # read the group again
-                self.blocks_written += 1
-                self.rows_sealed += len(ids)
-                sealed += len(ids)
-                if time.monotonic() - last_note > PROGRESS_SECONDS:
-                    last_note = time.monotonic()
-                    log.warning("sealing: %d of %d head rows sealed (%.0f%%)", sealed, pending,
-                                100.0 * sealed / pending)
-                if self.blocks_written % RECLAIM_EVERY_BLOCKS == 0:
-                    await self.db.write(sealing.reclaim_space)
-                if self._writes_seen != seen:
-                    await asyncio.sleep((time.perf_counter() - t0) * PAUSE_FACTOR)
-                if len(ids) < self.max_rows:
-                    break
+        i = 0
+        while i < len(groups):
+            batch = self._small_batch(groups, i)
+            i += max(len(batch), 1)
+            if len(batch) > 1:
+                again = await self._seal_batch(batch, everything, cutoff, max_id)
+            else:
+                again = groups[i - 1:i]
+            for g in again:
+                await self._seal_group(g, everything or g.hi <= cutoff, max_id)
+        sealed = self._round.sealed
         # due rows left behind (an open window the miner holds back, a changed head) are
         # looked for again at the next push
         self.pending.looked(head, look, complete=only is None and sealed == pending)
@@ -194,6 +192,85 @@ class Sealer:
         if time.monotonic() - started > PROGRESS_SECONDS:
             log.warning("sealing: done, %d rows in %.0f s", sealed, time.monotonic() - started)
         return sealed
+
+    def _small_batch(self, groups: list, i: int) -> list:
+        """The groups from i on that fit one block each, as many as one writer job takes."""
+        batch, rows = [], 0
+        for g in itertools.islice(groups, i, None):
+            if g.rows >= self.max_rows or len(batch) >= sealing.BATCH_BLOCKS \
+                    or (batch and rows + g.rows > sealing.BATCH_ROWS):
+                break
+            batch.append(g)
+            rows += g.rows
+        return batch
+
+    async def _seal_batch(self, batch: list, everything: bool, cutoff: int,
+                          max_id: int | None) -> list:
+        """Seal small groups with one read and one writer job (one commit for them all);
+        return the groups to seal one by one: a block whose rows changed meanwhile, and
+        a group that grew to a full block since the head was looked at."""
+        seen = self._writes_seen
+        t0 = time.perf_counter()
+        found = await self.db.read(_read_and_encode_many,
+                                   [(g.stream_id, g.lo, g.hi) for g in batch],
+                                   self.max_rows, max_id)
+        items, owners, again = [], [], []
+        for g, prepared in zip(batch, found):
+            if prepared is None:
+                continue
+            if not (everything or g.hi <= cutoff) and len(prepared.entry_ids) < self.max_rows:
+                continue  # an open window: wait until it is full or closes
+            items.append((g.stream_id, prepared))
+            owners.append(g)
+        if not items:
+            return again
+        stored = await self.db.write(lambda conn, it=items: sealing.store_many(conn, it))
+        for g, (_, prepared), ok in zip(owners, items, stored):
+            if not ok or len(prepared.entry_ids) >= self.max_rows:
+                again.append(g)  # read again / the rest of a group that grew
+            if ok:
+                await self._stored(len(prepared.entry_ids))
+        await self._yield_to_pushes(seen, t0)
+        return again
+
+    async def _seal_group(self, g: Any, closed: bool, max_id: int | None) -> None:
+        """Seal one group block by block (a group of more than a block's rows)."""
+        while True:
+            seen = self._writes_seen
+            t0 = time.perf_counter()
+            prepared = await self.db.read(_read_and_encode, g.stream_id, g.lo, g.hi,
+                                          self.max_rows, max_id)
+            if prepared is None:
+                return
+            ids = prepared.entry_ids
+            if not closed and len(ids) < self.max_rows:
+                return  # an open window: wait until it is full or closes
+            try:
+                await self.db.write(
+                    lambda conn, s=g.stream_id, p=prepared:
+                    sealing.store_prepared(conn, s, p))
+            except sealing.HeadChanged:
+                continue  # read the group again
+            await self._stored(len(ids))
+            await self._yield_to_pushes(seen, t0)
+            if len(ids) < self.max_rows:
+                return
+
+    async def _stored(self, rows: int) -> None:
+        r = self._round
+        self.blocks_written += 1
+        self.rows_sealed += rows
+        r.sealed += rows
+        if time.monotonic() - r.last_note > PROGRESS_SECONDS:
+            r.last_note = time.monotonic()
+            log.warning("sealing: %d of %d head rows sealed (%.0f%%)", r.sealed, r.pending,
+                        100.0 * r.sealed / r.pending)
+        if self.blocks_written % RECLAIM_EVERY_BLOCKS == 0:
+            await self.db.write(sealing.reclaim_space)
+
+    async def _yield_to_pushes(self, seen: int, t0: float) -> None:
+        if self._writes_seen != seen:
+            await asyncio.sleep((time.perf_counter() - t0) * PAUSE_FACTOR)
 
     async def _tidy(self, everything: bool) -> None:
         """After a round: the pages it freed go back to the file system, and the WAL is

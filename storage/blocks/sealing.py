@@ -44,6 +44,10 @@ DEFAULT_MAX_ROWS = 20_000
 # the two span at most MERGE_MAX_WINDOWS windows): below it a block's fixed cost to a read
 # outweighs its rows', and re-encoding it costs little
 MERGE_BELOW_ROWS = 64
+# small blocks (quiet streams) stored by one transaction, one commit: up to this many blocks
+# or rows (a commit per block of a few rows cost more than the block)
+BATCH_BLOCKS = 128
+BATCH_ROWS = 5_000
 MERGE_MAX_WINDOWS = 24
 
 
@@ -188,6 +192,25 @@ def store_prepared(conn: sqlite3.Connection, stream_id: int, p: Prepared) -> int
     return block_id
 
 
+def store_many(conn: sqlite3.Connection, items: Sequence[tuple[int, Prepared]]) -> list[bool]:
+    """`store_prepared` for several blocks in the writer's one transaction, each in its own
+    savepoint: True for a block stored, False for one whose rows or merged block changed
+    (that one alone left nothing changed). Thousands of quiet streams seal a few rows each,
+    and a commit per block cost more than the blocks."""
+    stored = []
+    for stream_id, p in items:
+        conn.execute("SAVEPOINT block")
+        try:
+            store_prepared(conn, stream_id, p)
+        except HeadChanged:
+            conn.execute("ROLLBACK TO block")
+            stored.append(False)
+        else:
+            stored.append(True)
+        conn.execute("RELEASE block")
+    return stored
+
+
 def reclaim_space(conn: sqlite3.Connection, min_free_pages: int = MIN_FREE_PAGES,
                   max_pages: int = 4096) -> int:
     """Give up to `max_pages` of the pages sealing freed back to the file system once there
@@ -206,25 +229,34 @@ def reclaim_space(conn: sqlite3.Connection, min_free_pages: int = MIN_FREE_PAGES
 
 def seal_now(conn: sqlite3.Connection, groups: Sequence[Group], max_rows: int,
              on_block=None) -> int:
-    """Seal the groups on this connection, one transaction per block, outside the service:
-    `logstore migrate` and tests. `on_block(rows_so_far)` after each. Returns rows sealed."""
-    sealed = 0
-    for g in groups:
-        while True:
-            rows = head_rows(conn, g.stream_id, g.lo, g.hi, max_rows)
-            if not rows:
-                break
-            prepared = prepare_block(conn, g.stream_id, rows, max_rows, g.hi - g.lo)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+    """Seal the groups on this connection outside the service (`logstore migrate` and
+    tests), up to BATCH_BLOCKS blocks or BATCH_ROWS rows to a transaction, each block's
+    move whole in one. `on_block(rows_so_far)` after each. Returns rows sealed."""
+    sealed = blocks = rows_in_tx = 0
+    try:
+        for g in groups:
+            while True:
+                rows = head_rows(conn, g.stream_id, g.lo, g.hi, max_rows)
+                if not rows:
+                    break
+                prepared = prepare_block(conn, g.stream_id, rows, max_rows, g.hi - g.lo)
+                if not blocks:
+                    conn.execute("BEGIN IMMEDIATE")
                 store_prepared(conn, g.stream_id, prepared)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                blocks += 1
+                rows_in_tx += len(rows)
+                if blocks >= BATCH_BLOCKS or rows_in_tx >= BATCH_ROWS:
+                    conn.execute("COMMIT")
+                    blocks = rows_in_tx = 0
+                sealed += len(rows)
+                if on_block is not None:
+                    on_block(sealed)
+        if blocks:
             conn.execute("COMMIT")
-            sealed += len(rows)
-            if on_block is not None:
-                on_block(sealed)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
     return sealed
 
 
