@@ -23,6 +23,7 @@ class PreparedStream:
     rows: list[tuple[int, int, str, str | None]] = field(default_factory=list)
     first_ts: int = 0
     last_ts: int = 0
+    size: int = 0  # UTF-8 bytes of the rows' lines (what the rate limits count)
 
 
 @dataclass
