@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from itertools import chain, count, repeat
+from typing import Iterator
 
 from logql.model import MINUTE_NS
 from storage.blocks import sealing
@@ -72,7 +74,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     sids, created = stream_ids_for(conn, cache, tenant, streams)
     older = [sid for sid in sids if sid not in created]
     horizons = sealing.sealed_horizons(conn, older) if older else {}
-    offered: list[tuple] = []
+    offered: list[Iterator[tuple]] = []
     for sid, ps in zip(sids, streams):
         rows = ps.rows
         horizon = horizons.get(sid)
@@ -83,17 +85,21 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
                 older_rows = [i for i, r in enumerate(rows) if r[0] <= horizon]
                 drop = {older_rows[i] for i in held}
                 rows = [r for i, r in enumerate(rows) if i not in drop]
-        if next_id is None:
-            offered.extend((sid, ts, h, line, md) for ts, h, line, md in rows)
+        # the parameter rows are built by zip, not a Python loop per row: 5% of a push
+        # (zip of no columns would repeat the stream id for ever)
+        if not rows:
+            pass
+        elif next_id is None:
+            offered.append(zip(repeat(sid), *zip(*rows)))
         else:
-            offered.extend((next_id + i, sid, ts, h, line, md)
-                           for i, (ts, h, line, md) in enumerate(rows))
+            offered.append(zip(count(next_id), repeat(sid), *zip(*rows)))
             next_id += len(rows)
         result.written.append((sid, ps.labels, rows))
         result.firsts.append((sid, ps.first_ts))
     # one statement for every stream's rows: per stream, the calls cost more than the rows
     before = conn.total_changes
-    conn.executemany(INSERT_ENTRY if next_id is None else INSERT_ENTRY_WITH_ID, offered)
+    conn.executemany(INSERT_ENTRY if next_id is None else INSERT_ENTRY_WITH_ID,
+                     chain.from_iterable(offered))
     result.inserted = conn.total_changes - before
     result.duplicates = sum(len(ps.rows) for ps in streams) - result.inserted
     extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)
