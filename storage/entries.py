@@ -46,13 +46,15 @@ INSERT_ENTRY = ("INSERT OR IGNORE INTO entries (stream_id, ts, hash, line, metad
 # id a sealed row already has
 INSERT_ENTRY_WITH_ID = ("INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata) "
                         "VALUES (?, ?, ?, ?, ?, ?)")
-# Tallies of the rows this append inserted (ids above the previous maximum: duplicates that
-# INSERT OR IGNORE skipped are not among them), folded into the rollups by SQLite itself.
-# The minute is floored, also for timestamps before 1970.
+# The rows this append inserted (ids above the previous maximum: duplicates that INSERT OR
+# IGNORE skipped are not among them), each folded into its rollup by SQLite itself. The
+# minute is floored, also for timestamps before 1970. Row by row rather than GROUP BY: the
+# sort cost more than it saved (500 new streams of 10 lines in 10 minutes: 15 -> 8 ms;
+# 20 streams of 250 lines in one minute: the same, 6-7 ms).
 ROLLUP_NEW_ROWS = (
     "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) "
-    "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1, coalesce(metadata, ''), count(*), "
-    "sum(length(CAST(line AS BLOB))) FROM entries NOT INDEXED WHERE id > ?2 GROUP BY 1, 2, 3 "
+    "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1, coalesce(metadata, ''), 1, "
+    "length(CAST(line AS BLOB)) FROM entries NOT INDEXED WHERE id > ?2 "
     "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
     "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 
