@@ -327,8 +327,11 @@ class Ingester:
                 [levels.from_line(line) for line in lines]
             texts = {level: self._level_text(level) for level in set(found)}
             md_texts = [texts[level] for level in found]
-            md_bytes = [text.encode() for text in md_texts] if len(texts) > 1 else \
-                repeat(md_texts[0].encode())
+            if len(texts) == 1:
+                md_bytes = repeat(md_texts[0].encode())
+            else:
+                encoded = {level: text.encode() for level, text in texts.items()}
+                md_bytes = [encoded[level] for level in found]
         ps.rows.extend(zip(tss, entry_hashes(datas, md_bytes), lines, md_texts))
         first, last = ps.first_ts or None, ps.last_ts or None
         ps.first_ts = lo if first is None or lo < first else first
