@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from itertools import chain, count, repeat
+from typing import Iterator
 
 from logql.model import MINUTE_NS
 from storage.blocks import sealing
@@ -23,6 +25,7 @@ class PreparedStream:
     rows: list[tuple[int, int, str, str | None]] = field(default_factory=list)
     first_ts: int = 0
     last_ts: int = 0
+    size: int = 0  # UTF-8 bytes of the rows' lines (what the rate limits count)
 
 
 @dataclass
@@ -43,13 +46,15 @@ INSERT_ENTRY = ("INSERT OR IGNORE INTO entries (stream_id, ts, hash, line, metad
 # id a sealed row already has
 INSERT_ENTRY_WITH_ID = ("INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata) "
                         "VALUES (?, ?, ?, ?, ?, ?)")
-# Tallies of the rows this append inserted (ids above the previous maximum: duplicates that
-# INSERT OR IGNORE skipped are not among them), folded into the rollups by SQLite itself.
-# The minute is floored, also for timestamps before 1970.
+# The rows this append inserted (ids above the previous maximum: duplicates that INSERT OR
+# IGNORE skipped are not among them), each folded into its rollup by SQLite itself. The
+# minute is floored, also for timestamps before 1970. Row by row rather than GROUP BY: the
+# sort cost more than it saved (500 new streams of 10 lines in 10 minutes: 15 -> 8 ms;
+# 20 streams of 250 lines in one minute: the same, 6-7 ms).
 ROLLUP_NEW_ROWS = (
     "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) "
-    "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1, coalesce(metadata, ''), count(*), "
-    "sum(length(CAST(line AS BLOB))) FROM entries NOT INDEXED WHERE id > ?2 GROUP BY 1, 2, 3 "
+    "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1, coalesce(metadata, ''), 1, "
+    "length(CAST(line AS BLOB)) FROM entries NOT INDEXED WHERE id > ?2 "
     "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
     "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 
@@ -71,7 +76,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     sids, created = stream_ids_for(conn, cache, tenant, streams)
     older = [sid for sid in sids if sid not in created]
     horizons = sealing.sealed_horizons(conn, older) if older else {}
-    offered: list[tuple] = []
+    offered: list[Iterator[tuple]] = []
     for sid, ps in zip(sids, streams):
         rows = ps.rows
         horizon = horizons.get(sid)
@@ -82,17 +87,21 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
                 older_rows = [i for i, r in enumerate(rows) if r[0] <= horizon]
                 drop = {older_rows[i] for i in held}
                 rows = [r for i, r in enumerate(rows) if i not in drop]
-        if next_id is None:
-            offered.extend((sid, ts, h, line, md) for ts, h, line, md in rows)
+        # the parameter rows are built by zip, not a Python loop per row: 5% of a push
+        # (zip of no columns would repeat the stream id for ever)
+        if not rows:
+            pass
+        elif next_id is None:
+            offered.append(zip(repeat(sid), *zip(*rows)))
         else:
-            offered.extend((next_id + i, sid, ts, h, line, md)
-                           for i, (ts, h, line, md) in enumerate(rows))
+            offered.append(zip(count(next_id), repeat(sid), *zip(*rows)))
             next_id += len(rows)
         result.written.append((sid, ps.labels, rows))
         result.firsts.append((sid, ps.first_ts))
     # one statement for every stream's rows: per stream, the calls cost more than the rows
     before = conn.total_changes
-    conn.executemany(INSERT_ENTRY if next_id is None else INSERT_ENTRY_WITH_ID, offered)
+    conn.executemany(INSERT_ENTRY if next_id is None else INSERT_ENTRY_WITH_ID,
+                     chain.from_iterable(offered))
     result.inserted = conn.total_changes - before
     result.duplicates = sum(len(ps.rows) for ps in streams) - result.inserted
     extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)

@@ -89,13 +89,16 @@ def stream_ids_for(conn: sqlite3.Connection, cache: dict, tenant: str,
             (tenant, json.dumps([ps.canonical for ps in missing]))))
         new = [ps for ps in missing if ps.canonical not in found]
         if new:
-            rows = conn.execute(
-                "INSERT INTO streams (tenant, labels, fingerprint, first_ts, last_ts) "
-                "SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 "
-                "FROM json_each(?2) RETURNING labels, id",
-                (tenant, json.dumps([[ps.canonical, fingerprint(ps.canonical), ps.first_ts,
-                                      ps.last_ts] for ps in new]))).fetchall()
-            made = dict(rows)
+            # the ids SQLite would pick (max + 1 onwards: the writer is alone), given so
+            # that one executemany creates them all: half the time of an INSERT over
+            # json_each with RETURNING
+            top = conn.execute("SELECT coalesce(max(id), 0) FROM streams").fetchone()[0]
+            made = {ps.canonical: top + 1 + k for k, ps in enumerate(new)}
+            conn.executemany(
+                "INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(made[ps.canonical], tenant, ps.canonical, fingerprint(ps.canonical),
+                  ps.first_ts, ps.last_ts) for ps in new])
             conn.executemany(
                 "INSERT INTO stream_labels (tenant, name, value, stream_id) VALUES (?, ?, ?, ?)",
                 [(tenant, name, value, made[ps.canonical])

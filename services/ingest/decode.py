@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import re
 import zlib
+from itertools import repeat
 from typing import Callable
 
 import msgspec
@@ -196,34 +197,61 @@ def decode_json(body: bytes) -> list[RawStream]:
         raise PushError(400, _TOO_DEEP) from None
     out = []
     for si, stream in enumerate(req.streams or ()):
-        entries = []
-        for ei, value in enumerate(stream.values or ()):
-            if value is None:
-                continue
-            if len(value) < 2:
-                raise PushError(400, f"invalid entry at $.streams[{si}].values[{ei}]: an entry is "
-                                     "[timestamp, line] or [timestamp, line, {metadata}]")
-            ts_text, line = value[0], value[1]
-            md = value[2] if len(value) > 2 else None
-            if type(ts_text) is not str:
-                raise PushError(400, f"invalid timestamp at $.streams[{si}].values[{ei}][0]: "
-                                     "timestamps must be strings of Unix epoch nanoseconds")
-            if type(line) is not str:
-                raise PushError(400, f"invalid line at $.streams[{si}].values[{ei}][1]: "
-                                     "the log line must be a string")
-            if md is not None and type(md) is not dict:
-                raise PushError(400, f"invalid structured metadata at $.streams[{si}].values[{ei}]"
-                                     "[2]: must be an object of string values")
-            try:
-                ts = int(ts_text)
-            except ValueError:
-                raise PushError(400, f'invalid timestamp "{ts_text}" at $.streams[{si}]'
-                                     f".values[{ei}][0]: timestamps must be strings of Unix "
-                                     "epoch nanoseconds") from None
-            entries.append((_ts_in_range(ts, f"$.streams[{si}].values[{ei}][0]", ts_text),
-                            line, md))
+        entries = _json_entries(stream.values) if stream.values else []
+        if entries is None:
+            entries = _json_entries_checked(si, stream.values)
         out.append(RawStream(list((stream.stream or {}).items()), entries))
     return out
+
+
+def _json_entries(values: list) -> list | None:
+    """A stream's entries a column at a time, when every one is well formed; None when one
+    is not (or may not be): _json_entries_checked then finds the first fault and its text."""
+    try:
+        if min(map(len, values)) < 2 or max(map(len, values)) > 2:
+            return None  # a null value, a short one, or metadata
+        ts_texts = [v[0] for v in values]
+        lines = [v[1] for v in values]
+        # join refuses anything but str (a timestamp or line sent as an object)
+        "".join(ts_texts)
+        "".join(lines)
+        tss = list(map(int, ts_texts))
+    except (TypeError, ValueError):
+        return None
+    if not TS_MIN <= min(tss) <= max(tss) <= TS_MAX:
+        return None
+    return list(zip(tss, lines, repeat(None)))
+
+
+def _json_entries_checked(si: int, values: list) -> list:
+    """Entry by entry, refusing the first malformed one with its place in the body."""
+    entries = []
+    for ei, value in enumerate(values):
+        if value is None:
+            continue
+        if len(value) < 2:
+            raise PushError(400, f"invalid entry at $.streams[{si}].values[{ei}]: an entry is "
+                                 "[timestamp, line] or [timestamp, line, {metadata}]")
+        ts_text, line = value[0], value[1]
+        md = value[2] if len(value) > 2 else None
+        if type(ts_text) is not str:
+            raise PushError(400, f"invalid timestamp at $.streams[{si}].values[{ei}][0]: "
+                                 "timestamps must be strings of Unix epoch nanoseconds")
+        if type(line) is not str:
+            raise PushError(400, f"invalid line at $.streams[{si}].values[{ei}][1]: "
+                                 "the log line must be a string")
+        if md is not None and type(md) is not dict:
+            raise PushError(400, f"invalid structured metadata at $.streams[{si}].values[{ei}]"
+                                 "[2]: must be an object of string values")
+        try:
+            ts = int(ts_text)
+        except ValueError:
+            raise PushError(400, f'invalid timestamp "{ts_text}" at $.streams[{si}]'
+                                 f".values[{ei}][0]: timestamps must be strings of Unix "
+                                 "epoch nanoseconds") from None
+        entries.append((_ts_in_range(ts, f"$.streams[{si}].values[{ei}][0]", ts_text),
+                        line, md))
+    return entries
 
 
 def snappy_decoded_len(body: bytes) -> int:

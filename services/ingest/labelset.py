@@ -17,7 +17,9 @@ class LabelSetError(ValueError):
 
 
 def is_valid_label_name(name: str) -> bool:
-    return bool(name) and name[0] in LABEL_START and all(c in LABEL_CHARS for c in name)
+    # an ASCII identifier is exactly [A-Za-z_][A-Za-z0-9_]*, and both tests run in C (once
+    # per label of every pushed stream)
+    return name.isascii() and name.isidentifier()
 
 
 def _err(text: str, pos: int, message: str) -> LabelSetError:

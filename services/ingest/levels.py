@@ -70,6 +70,17 @@ class LevelDetector:
         names = "|".join(sorted((re.escape(f) for f in fields), key=len, reverse=True))
         self._logfmt = re.compile(
             rf'(?:^|[\s,;])({names})=(?:"([^"]*)"|([^\s"]*))', re.IGNORECASE)
+        # The same search for an ASCII line, run on its lowercase form behind one space (for
+        # `^`): a pattern that starts with a character class lets the regex engine skip to
+        # the next separator instead of trying the alternation at every position, and the
+        # precheck is not needed. Lowercasing is position-preserving only for ASCII, and
+        # IGNORECASE folds non-ASCII letters that lower() does not, hence the restriction.
+        lowered = sorted({f.lower() for f in fields}, key=len, reverse=True)
+        self._logfmt_ascii = None
+        if all(f.isascii() for f in fields) and lowered:
+            self._logfmt_ascii = re.compile(
+                r'[\s,;](' + "|".join(re.escape(f) for f in lowered) +
+                r')=(?:"([^"]*)"|([^\s"]*))')
 
     def from_labels(self, labels: dict[str, str]) -> str | None:
         for name in self.fields:
@@ -96,12 +107,21 @@ class LevelDetector:
 
     def from_line(self, line: str) -> str:
         low = line.lower()
-        stripped = line.strip()
+        stripped = line.strip() if "{" in line else line
         if stripped.startswith("{") and stripped.endswith("}"):
             level = self._from_json(stripped)
             if level:
                 return normalise_level(level)
-        elif "=" in line and any(key in low for key in self._logfmt_keys):
+        elif "=" not in line:
+            pass
+        elif self._logfmt_ascii is not None and line.isascii():
+            m = self._logfmt_ascii.search(" " + low)
+            if m:
+                # spans in " " + low are one past those in line
+                start, end = m.span(2) if m.start(2) >= 0 else m.span(3)
+                if end > start:
+                    return normalise_level(line[start - 1:end - 1])
+        elif any(key in low for key in self._logfmt_keys):
             m = self._logfmt.search(line)
             if m:
                 value = m.group(2) if m.group(2) is not None else m.group(3)
