@@ -316,8 +316,11 @@ class PendingHead:
         self.late: set[int] = set()  # streams with lines pushed into closed windows
 
     def pushed(self, result: Any) -> bool:
-        """Count a committed push; whether the sealer should look now."""
-        if not self.known or result is None:
+        """Count a committed push; whether the sealer should look now. Counted also while
+        nothing is known: a push that commits while a look at the whole head is under way
+        may come after the head was read, and its late streams must not be forgotten when
+        that look completes."""
+        if result is None:
             return True
         self.rows_since += result.inserted
         now = self.clock()

@@ -61,3 +61,15 @@ def test_rows_that_could_fill_the_largest_open_group_wake_a_whole_look():
     assert pending.pushed(pushed((1, now[0]), inserted=9)) is False
     assert pending.pushed(pushed((2, now[0]), inserted=1)) is True
     assert pending.look() is None
+
+
+def test_a_late_push_during_a_whole_look_is_looked_at_after_it():
+    """A push into a closed window that commits while the sealer seals what a look at the
+    whole head found (after the head was read) is looked at next, not forgotten until the
+    next window closes."""
+    now = [100 * MIN]
+    pending = PendingHead(window_ns=10 * MIN, grace_ns=MIN, max_rows=100, clock=lambda: now[0])
+    assert pending.look() is None  # the whole head is read; sealing what was due begins
+    assert pending.pushed(pushed((9, 50 * MIN))) is True  # lines for a closed window
+    pending.looked(HeadScan([], 111 * MIN, 5), None, complete=True)
+    assert pending.look() == [9]
