@@ -175,14 +175,12 @@ class Sealer:
         cutoff = self.clock() - self.grace_ns
         i = 0
         while i < len(groups):
-            batch = self._small_batch(groups, i)
-            i += max(len(batch), 1)
-            if len(batch) > 1:
-                again = await self._seal_batch(batch, everything, cutoff, max_id)
-            else:
-                again = groups[i - 1:i]
-            for g in again:
-                await self._seal_group(g, everything or g.hi <= cutoff, max_id)
+            # small groups many to a writer job; a group of more than a block's rows alone
+            batch = self._small_batch(groups, i) or groups[i:i + 1]
+            i += len(batch)
+            for g in await self._seal_batch(batch, everything, cutoff, max_id):
+                while await self._seal_batch([g], everything, cutoff, max_id):
+                    pass  # block after block, until the group is sealed or its window open
         sealed = self._round.sealed
         # due rows left behind (an open window the miner holds back, a changed head) are
         # looked for again at the next push
@@ -206,9 +204,9 @@ class Sealer:
 
     async def _seal_batch(self, batch: list, everything: bool, cutoff: int,
                           max_id: int | None) -> list:
-        """Seal small groups with one read and one writer job (one commit for them all);
-        return the groups to seal one by one: a block whose rows changed meanwhile, and
-        a group that grew to a full block since the head was looked at."""
+        """Seal a block of each group with one read and one writer job (one commit for
+        them all); return the groups with rows left to seal: one whose rows (or merged
+        block) changed meanwhile, and one that filled a whole block."""
         seen = self._writes_seen
         t0 = time.perf_counter()
         found = await self.db.read(_read_and_encode_many,
@@ -232,29 +230,6 @@ class Sealer:
                 await self._stored(len(prepared.entry_ids))
         await self._yield_to_pushes(seen, t0)
         return again
-
-    async def _seal_group(self, g: Any, closed: bool, max_id: int | None) -> None:
-        """Seal one group block by block (a group of more than a block's rows)."""
-        while True:
-            seen = self._writes_seen
-            t0 = time.perf_counter()
-            prepared = await self.db.read(_read_and_encode, g.stream_id, g.lo, g.hi,
-                                          self.max_rows, max_id)
-            if prepared is None:
-                return
-            ids = prepared.entry_ids
-            if not closed and len(ids) < self.max_rows:
-                return  # an open window: wait until it is full or closes
-            try:
-                await self.db.write(
-                    lambda conn, s=g.stream_id, p=prepared:
-                    sealing.store_prepared(conn, s, p))
-            except sealing.HeadChanged:
-                continue  # read the group again
-            await self._stored(len(ids))
-            await self._yield_to_pushes(seen, t0)
-            if len(ids) < self.max_rows:
-                return
 
     async def _stored(self, rows: int) -> None:
         r = self._round
