@@ -230,14 +230,7 @@ def _entry_totals(conn: sqlite3.Connection, sids: Sequence[int],
 
 def _group_totals(rows: Iterator[tuple[int, int, int, int]], nb: int) -> Totals:
     """Totals keyed (group, "") from `(group, bucket, lines, bytes)` rows, one per pair."""
-    totals: Totals = {}
-    for grp, i, n, b in rows:
-        t = totals.get((grp, ""))
-        if t is None:
-            t = totals[(grp, "")] = ([0] * nb, [0] * nb)
-        t[0][i] = n
-        t[1][i] = b
-    return totals
+    return _fill_totals(((grp, "", i, n, b) for grp, i, n, b in rows), nb)
 
 
 def _fill_totals(rows: Iterator[tuple[int, str, int, int, int]], nb: int) -> Totals:
