@@ -234,12 +234,13 @@ class Querier:
             reader.inner.conn, tenant, name, start, end, matchers))
 
     async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
-                     end: int) -> list[dict[str, str]]:
+                     end: int) -> list[str]:
+        """The matching label sets, sorted, each as its JSON object text."""
         if self._hiding():
-            found = sorted(await self.label_sets(tenant, groups, start, end),
-                           key=streams.canonical_labels)
+            found = [streams.labels_json(s) for s in sorted(
+                await self.label_sets(tenant, groups, start, end), key=streams.canonical_labels)]
         else:
-            found = await self._read(tenant, lambda reader: streams.series(
+            found = await self._read(tenant, lambda reader: streams.series_json(
                 reader.inner.conn, tenant, groups, start, end))
         self._check_series(tenant, len(found))
         return found
