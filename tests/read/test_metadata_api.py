@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from logql.model import canonical_labels
 from tests.helpers import JSON_HEADERS, PUSH
 
 BASE = 1_700_000_000 * 10**9  # 2023-11-14T22:13:20Z
@@ -149,3 +150,30 @@ def test_series_gives_back_values_with_the_stored_texts_punctuation(make_client)
             for labels in ODD_VALUES]
     assert sorted(r.json()["data"], key=lambda s: sorted(s.items())) == \
         sorted(want, key=lambda s: sorted(s.items()))
+
+
+# label values a text form could misread: quotes, backslashes, control characters, a value
+# that starts with `, ` or ends with `=`, non-ASCII, and plain ones around them
+ODD_TEXTS = ['plain', 'say "hi"', 'back\\slash', 'line\nbreak\ttab', ', leading', 'ends=',
+              '", x="y', 'é\u2028ü', 'nul\x01ctl', '']
+
+
+def test_series_and_label_values_print_odd_values_exactly(make_client):
+    client = make_client({"limits_config": {"reject_old_samples": False}})
+    streams = [{"stream": {"job": "odd", "v": value, "w": "z" + value}, "values": [[str(BASE), "x"]]}
+               for value in ODD_TEXTS]
+    r = client.post(PUSH, content=json.dumps({"streams": streams}), headers=JSON_HEADERS)
+    assert r.status_code == 204
+    stored = [v for v in ODD_TEXTS if v]  # an empty label value is no label at all
+    r = client.get("/logstore/api/v1/label/v/values", params=WIDE)
+    assert r.status_code == 200
+    assert r.json() == {"status": "success", "data": sorted(stored)}
+    r = client.get("/logstore/api/v1/series", params={"match[]": '{job="odd"}', **WIDE})
+    assert r.status_code == 200
+    expected = [{"job": "odd", "service_name": "odd", **({"v": v} if v else {}), "w": "z" + v}
+                for v in ODD_TEXTS]
+    expected.sort(key=canonical_labels)  # by their text form, `{job="odd", ...}`
+    assert r.json()["data"] == expected
+    # the bytes too: keys in name order, UTF-8 as it is, only what JSON must escape escaped
+    assert r.content == json.dumps({"status": "success", "data": expected}, ensure_ascii=False,
+                                   separators=(",", ":")).encode()
