@@ -290,17 +290,37 @@ def series_json(conn: sqlite3.Connection, tenant: str | TenantSet,
     the JSON object /series sends: with 20,000 streams, dicts built only to be encoded were
     half of the request."""
     ids: set[int] = set()
-    if isinstance(tenant, TenantSet):
-        for group in groups:
-            ids.update(select_stream_ids(conn, tenant, group, start, end))
-        sets = stream_label_sets(conn, sorted(ids), tenant)
-        return [labels_json(s) for s in sorted(sets.values(), key=canonical_labels)]
     for group in groups:
         ids.update(select_stream_ids(conn, tenant, group))
     # the time range and the labels in one statement; a stream's stored identity is its
     # canonical text, and sorting by it is sorting by labels
-    texts = [r[0] for r in conn.execute(
-        "SELECT labels FROM streams WHERE id IN (SELECT value FROM json_each(?)) "
-        "AND first_ts <= ? AND last_ts >= ?", (json.dumps(sorted(ids)), end, start))]
+    rows = conn.execute(
+        "SELECT tenant, labels FROM streams WHERE id IN (SELECT value FROM json_each(?)) "
+        "AND first_ts <= ? AND last_ts >= ?", (json.dumps(sorted(ids)), end, start))
+    if isinstance(tenant, TenantSet):
+        return _tenant_series(rows)
+    texts = [text for _, text in rows]
     texts.sort()
     return list(map(canonical_json, texts))
+
+
+def _tenant_series(rows: Iterable[tuple[str, str]]) -> list[str]:
+    """The JSON of streams read through a TenantSet, `__tenant_id__` added last (as
+    `_with_tenant` adds it), sorted by the text of each set with it. When a set's first name
+    starts with a lower-case letter, every name sorts after `__tenant_id__` and none is it:
+    the text gains the pair in front and the JSON gains it at the end, without a dict."""
+    parts: dict[str, tuple[str, str]] = {}  # tenant -> (text pair, JSON member)
+    keyed = []
+    for owner, text in rows:
+        if "a" <= text[1:2] <= "z":
+            part = parts.get(owner)
+            if part is None:
+                part = parts[owner] = ('{%s="%s", ' % (TENANT_LABEL, escape_value(owner)),
+                                       ',"%s":%s}' % (TENANT_LABEL, json.dumps(
+                                           owner, ensure_ascii=False)))
+            keyed.append((part[0] + text[1:], canonical_json(text)[:-1] + part[1]))
+        else:
+            labels = _with_tenant(parse_canonical(text), owner)
+            keyed.append((canonical_labels(labels), labels_json(labels)))
+    keyed.sort()
+    return [j for _, j in keyed]

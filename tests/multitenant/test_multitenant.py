@@ -143,6 +143,24 @@ def test_labels_values_and_series(two):
     assert r.json()["data"] == [{"__tenant_id__": "own", "app": "web", "service_name": "web"}]
 
 
+def test_series_over_two_tenants_byte_for_byte(two):
+    # names that sort before __tenant_id__ (upper case, `_`-led), the data's own
+    # __tenant_id__, odd values: `__tenant_id__` last in each object, sets sorted by their
+    # text with it, as with one tenant
+    push(two, "a", {"Zone": "eu", "app": "x"}, [(T0 + NS, "z")])
+    push(two, "b", {"_hidden": "1", "app": "x"}, [(T0 + NS, "h")])
+    push(two, "b", {"app": "x", "v": 'say "hi"\n'}, [(T0 + NS, "q")])
+    r = two.get("/logstore/api/v1/series", headers=org("a|b"),
+                params={"match[]": ['{app="x"}', '{app="web"}'], **RANGE})
+    assert r.status_code == 200
+    assert r.content == (
+        b'{"status":"success","data":['
+        b'{"Zone":"eu","app":"x","service_name":"x","__tenant_id__":"a"},'
+        b'{"_hidden":"1","app":"x","service_name":"x","__tenant_id__":"b"},'
+        b'{"app":"web","service_name":"web","original___tenant_id__":"own","__tenant_id__":"b"},'
+        b'{"app":"x","service_name":"x","v":"say \\"hi\\"\\n","__tenant_id__":"b"}]}')
+
+
 def test_disabled_refuses_several_tenants(make_client):
     client = make_client({"auth_enabled": True})
     for path in ("/logstore/api/v1/query_range", "/logstore/api/v1/labels",
