@@ -350,16 +350,16 @@ def eval_summed_counts(reader: Reader, tenant, node: A.VectorAggregation,
     grain = reader.count_granularity
     if width % grain or lo % grain or not _small_grid(lo, hi, width, windows):
         return None   # not a grid grouped_counts takes, or one far larger than the windows
-    label_sets = reader.select_streams(tenant, lr.query.selector.matchers, lo + 1, hi)
-    sids = list(label_sets)
     names = sorted(set(node.grouping.labels))
+    found = reader.select_stream_groups(tenant, lr.query.selector.matchers, lo + 1, hi,
+                                        names)
+    sids = list(found)
     group_keys: dict[LabelKey, int] = {}
     group_of: dict[int, int] = {}
-    for sid in sids:
-        labels = label_sets[sid]
-        if any(n not in labels for n in names):
+    for sid, values in found.items():
+        if None in values:
             return None
-        key = tuple((n, labels[n]) for n in names)
+        key = tuple(zip(names, values))
         group_of[sid] = group_keys.setdefault(key, len(group_keys))
     stats.used_rollups = True
     out: StepVectors = [{} for _ in windows]
