@@ -27,9 +27,9 @@ from typing import Any
 from logql.syntax import ast as A
 from logql.engine.binary import eval_binary
 from logql.engine.common import LabelKey, NS, Scalar, StepVectors, series_limit_error
-from logql.engine.range import eval_range_aggregation, eval_summed_counts
+from logql.engine.range import eval_range_aggregation, eval_summed_counts, eval_summed_rollups
 from logql.engine.summed_scan import eval_summed_scan_counts
-from logql.engine.vector import eval_label_replace, eval_vector_aggregation
+from logql.engine.vector import eval_label_replace, eval_vector_aggregation, group_fn
 from logql.gocompat.format import format_float_f
 from logql.engine.results import QueryStats
 from logql.errors import QueryError
@@ -158,6 +158,9 @@ class Evaluator:
             if fast is None and node is self.root:
                 fast = eval_summed_scan_counts(self.reader, self.tenant, node, self.steps,
                                                self.stats)
+            if fast is None:
+                fast = eval_summed_rollups(self.reader, self.tenant, node, self.steps,
+                                           self.stats, group_fn(node.grouping))
             if fast is not None:
                 return fast
             return eval_vector_aggregation(node, self.eval(node.expr), self.steps)

@@ -48,22 +48,23 @@ def conn(tmp_path_factory, storage_state):
     conn.close()
 
 
-def _evaluate(conn, text: str, instant: bool, fast: bool, monkeypatch):
+def _evaluate(conn, text: str, instant: bool, fast: bool, monkeypatch,
+              patched: str = "eval_summed_scan_counts"):
     from logql import parse_expr
-    from logql.engine import metrics, summed_scan
+    from logql.engine import metrics, range as range_agg, summed_scan
     from logql.engine.results import QueryStats
     from logql.errors import QueryError
     from services.read.visibility import VisibleReader
     from storage.reader import LogReader
 
     taken = []
-    real = summed_scan.eval_summed_scan_counts
+    real = getattr(summed_scan, patched, None) or getattr(range_agg, patched)
 
     def spy(*args):
         out = real(*args) if fast else None
         taken.append(out is not None)
         return out
-    monkeypatch.setattr(metrics, "eval_summed_scan_counts", spy)
+    monkeypatch.setattr(metrics, patched, spy)
     stats = QueryStats()
     try:
         out = metrics.evaluate_metric(VisibleReader(LogReader(conn)), "fake", parse_expr(text),
@@ -131,3 +132,23 @@ def test_group_values_from_postings_equal_the_label_sets(conn, monkeypatch):
     monkeypatch.setattr(streams, "POSTINGS_PER_STREAM", 0)
     assert streams.stream_label_values(conn, ids, "fake", names) == want
     assert calls       # a name with more postings than allowed: from the label sets
+
+
+@pytest.mark.parametrize("text, instant", [
+    ('sum by (app) (rate({env="prod"}[1h]))', True),
+    ('sum by (app) (rate({env="prod"}[5m]))', False),
+    ('sum without (pod) (bytes_rate({env=~"prod|bad"}[3m]))', False),
+    ('sum by (app, trace_id) (count_over_time({env="prod"}[10m]))', True),
+    ('sum(count_over_time({env="prod"} | line_format "x" [7m]))', False),
+])
+def test_rollup_series_summed_as_the_vector_sum_adds_them(conn, monkeypatch, text, instant):
+    """Rates are floats: each group adds its series' values in the order `sum` does."""
+    from logql.engine import metrics
+
+    monkeypatch.setattr(metrics, "eval_summed_counts", lambda *a: None)
+    fused, taken = _evaluate(conn, text, instant, True, monkeypatch,
+                             patched="eval_summed_rollups")
+    general, _ = _evaluate(conn, text, instant, False, monkeypatch,
+                           patched="eval_summed_rollups")
+    assert taken
+    assert fused == general and fused[1]
