@@ -49,6 +49,10 @@ class Reader(Protocol):
     def select_streams(self, tenant: Any, matchers: Sequence[Matcher], start: int,
                        end: int) -> dict[int, dict[str, str]]: ...
 
+    def select_stream_groups(self, tenant: Any, matchers: Sequence[Matcher], start: int,
+                             end: int, names: Sequence[str]
+                             ) -> dict[int, tuple[str | None, ...]]: ...
+
     def lines(self, stream_ids: Sequence[int], start: int, end: int, *,
               conditions: LineConditions | None = None,
               needles: Sequence[Sequence[Needle]] = (), backward: bool = False,

@@ -22,7 +22,7 @@ from logql.reading import LineConditions, Row, ScanCounts, Totals
 from storage import rollups, scan
 from storage.blocks import sealed
 from storage.streams import (Matcher, TenantSet, select_stream_ids, stream_label_sets,
-                             streams_meeting)
+                             stream_label_values, streams_meeting)
 
 # a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the
 # low end is one below the earliest timestamp, as windows are left-open and (TS_MIN - 1, x]
@@ -105,6 +105,13 @@ class LogReader:
                           start: int, end: int) -> list[int]:
         """The ids of select_streams, without their labels."""
         return select_stream_ids(self.conn, tenant, matchers, _clamp(start), _clamp(end))
+
+    def select_stream_groups(self, tenant: str | TenantSet, matchers: Sequence[Matcher],
+                             start: int, end: int, names: Sequence[str]
+                             ) -> dict[int, tuple[str | None, ...]]:
+        """The streams of select_streams with only their values of `names`."""
+        ids = select_stream_ids(self.conn, tenant, matchers, _clamp(start), _clamp(end))
+        return stream_label_values(self.conn, ids, tenant, names)
 
     # -- lines -----------------------------------------------------------------------------
     def lines(self, stream_ids: Sequence[int], start: int, end: int, *,

@@ -27,8 +27,9 @@ from typing import Any
 from logql.syntax import ast as A
 from logql.engine.binary import eval_binary
 from logql.engine.common import LabelKey, NS, Scalar, StepVectors, series_limit_error
-from logql.engine.range import eval_range_aggregation, eval_summed_counts
-from logql.engine.vector import eval_label_replace, eval_vector_aggregation
+from logql.engine.range import eval_range_aggregation, eval_summed_counts, eval_summed_rollups
+from logql.engine.summed_scan import eval_summed_scan_counts
+from logql.engine.vector import eval_label_replace, eval_vector_aggregation, group_fn
 from logql.gocompat.format import format_float_f
 from logql.engine.results import QueryStats
 from logql.errors import QueryError
@@ -110,7 +111,7 @@ def evaluate_metric(reader: Reader, tenant: Any, expr, *, start_ns: int, end_ns:
     began = time.perf_counter()
     steps = plan_steps(start_ns, end_ns, step_ns, instant)
     max_series = getattr(limits, "max_query_series", None) or DEFAULT_MAX_SERIES
-    ev = Evaluator(reader, tenant, steps, step_ns if not instant else 0, stats)
+    ev = Evaluator(reader, tenant, steps, step_ns if not instant else 0, stats, root=expr)
     with reader.snapshot():
         value = ev.eval(expr)
     stats = ev.stats
@@ -134,8 +135,10 @@ class Evaluator:
     """Walks the AST; every ``eval`` returns a ``Scalar`` (float) or ``StepVectors``."""
 
     def __init__(self, reader: Reader, tenant: Any, steps: list[int], step_ns: int,
-                 stats: QueryStats | None = None):
+                 stats: QueryStats | None = None, root: Any = None):
         self.reader = reader
+        # the query's top node: its groups' order inside a step never shows
+        self.root = root
         self.tenant = tenant
         self.steps = steps
         self.step_ns = step_ns
@@ -152,6 +155,12 @@ class Evaluator:
                                           self.stats)
         if isinstance(node, A.VectorAggregation):
             fast = eval_summed_counts(self.reader, self.tenant, node, self.steps, self.stats)
+            if fast is None and node is self.root:
+                fast = eval_summed_scan_counts(self.reader, self.tenant, node, self.steps,
+                                               self.stats)
+            if fast is None:
+                fast = eval_summed_rollups(self.reader, self.tenant, node, self.steps,
+                                           self.stats, group_fn(node.grouping))
             if fast is not None:
                 return fast
             return eval_vector_aggregation(node, self.eval(node.expr), self.steps)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from operator import itemgetter
 from typing import Any, Callable
 
 import msgspec
@@ -276,9 +277,30 @@ def _small_grid(lo: int, hi: int, width: int, windows: list) -> bool:
     return points <= GRID_POINTS or points <= 4 * len(windows) + 4
 
 
+def eval_summed_rollups(reader: Reader, tenant, node: A.VectorAggregation, steps: list[int],
+                        stats: QueryStats, group: Callable[[LabelKey], LabelKey]
+                        ) -> StepVectors | None:
+    """``sum by|without (...)`` over a range aggregation the rollups answer, summed as the
+    series are made: each group's value adds its series' values in the order `sum` over
+    the series vectors adds them (sorted labels), so the floats are the same, without a
+    vector of 20,000 series per step in between. None when the rollups do not answer it."""
+    inner = node.expr
+    if node.op != "sum" or not isinstance(inner, A.RangeAggregation) \
+            or inner.op not in ROLLUP_OPS or inner.log_range.unwrap is not None:
+        return None
+    lr = inner.log_range
+    query = _drop_unread_line_formats(lr.query, inner.op)
+    if query.stages:
+        return None
+    windows = [(t - lr.offset_ns - lr.range_ns, t - lr.offset_ns) for t in steps]
+    return _from_rollups(reader, tenant, query, inner.op, windows, lr.range_ns, stats, group)
+
+
 def _from_rollups(reader: Reader, tenant, query: A.LogQuery, op: str, windows,
-                  range_ns: int, stats: QueryStats) -> StepVectors:
-    """Window totals from rollups + exact edge corrections, without reading lines."""
+                  range_ns: int, stats: QueryStats,
+                  group: Callable[[LabelKey], LabelKey] | None = None) -> StepVectors:
+    """Window totals from rollups + exact edge corrections, without reading lines; with
+    `group`, summed per group (eval_summed_rollups)."""
     stats.used_rollups = True
     lo = windows[0][0]
     hi = windows[-1][1]
@@ -301,12 +323,11 @@ def _from_rollups(reader: Reader, tenant, query: A.LogQuery, op: str, windows,
     index = {x: i for i, x in enumerate(points)}
     range_s = range_ns / NS
     keyed: dict[LabelKey, list[int]] = {}
-    md_cache: dict[str, list] = {}
-    counted = 0
+    md_cache: dict[str, tuple] = {}
+    counted = size = 0
     for (sid, md), (lines, sizes) in totals.items():
         counted += sum(lines)
-        stats.lines_scanned += sum(lines)
-        stats.bytes_scanned += sum(sizes)
+        size += sum(sizes)
         values = sizes if want_bytes else lines
         key = _rollup_key(label_sets[sid], md, md_cache)
         acc = keyed.get(key)
@@ -315,6 +336,8 @@ def _from_rollups(reader: Reader, tenant, query: A.LogQuery, op: str, windows,
         else:
             for i, v in enumerate(values):
                 acc[i] += v
+    stats.lines_scanned += counted
+    stats.bytes_scanned += size
     stats.post_filter_lines += counted
     is_rate = op in ("rate", "bytes_rate")
     bounds = [(index[a], index[b]) for a, b in windows]
@@ -324,10 +347,18 @@ def _from_rollups(reader: Reader, tenant, query: A.LogQuery, op: str, windows,
         for v in keyed[key]:
             run += v
             pre.append(run)
+        if group is None:
+            for k, (ia, ib) in enumerate(bounds):
+                total = pre[ib] - pre[ia]
+                if total:
+                    out[k][key] = total / range_s if is_rate else float(total)
+            continue
+        g = group(key)
         for k, (ia, ib) in enumerate(bounds):
             total = pre[ib] - pre[ia]
             if total:
-                out[k][key] = total / range_s if is_rate else float(total)
+                vec = out[k]
+                vec[g] = vec.get(g, 0.0) + (total / range_s if is_rate else float(total))
     return out
 
 
@@ -350,16 +381,16 @@ def eval_summed_counts(reader: Reader, tenant, node: A.VectorAggregation,
     grain = reader.count_granularity
     if width % grain or lo % grain or not _small_grid(lo, hi, width, windows):
         return None   # not a grid grouped_counts takes, or one far larger than the windows
-    label_sets = reader.select_streams(tenant, lr.query.selector.matchers, lo + 1, hi)
-    sids = list(label_sets)
     names = sorted(set(node.grouping.labels))
+    found = reader.select_stream_groups(tenant, lr.query.selector.matchers, lo + 1, hi,
+                                        names)
+    sids = list(found)
     group_keys: dict[LabelKey, int] = {}
     group_of: dict[int, int] = {}
-    for sid in sids:
-        labels = label_sets[sid]
-        if any(n not in labels for n in names):
+    for sid, values in found.items():
+        if None in values:
             return None
-        key = tuple((n, labels[n]) for n in names)
+        key = tuple(zip(names, values))
         group_of[sid] = group_keys.setdefault(key, len(group_keys))
     stats.used_rollups = True
     out: StepVectors = [{} for _ in windows]
@@ -390,22 +421,25 @@ def eval_summed_counts(reader: Reader, tenant, node: A.VectorAggregation,
     return out
 
 
-def _rollup_key(stream: dict[str, str], md: str, cache: dict[str, list]) -> LabelKey:
+def _rollup_key(stream: dict[str, str], md: str, cache: dict[str, tuple]) -> LabelKey:
+    # names are unique in a key: sorting by name alone sorts the pairs, with cheaper compares
     if not md:
-        return tuple(sorted(stream.items()))
-    sm = cache.get(md)
-    if sm is None:
-        sm = cache[md] = _metadata_pairs(md)
-    if all(name not in stream and name not in _SPECIAL for name, _ in sm):
+        return tuple(sorted(stream.items(), key=_name))
+    found = cache.get(md)
+    if found is None:
+        sm = _metadata_pairs(md)
+        names = frozenset(name for name, _ in sm)
+        found = cache[md] = (sm, names, not names.isdisjoint(_SPECIAL))
+    sm, names, special = found
+    if not special and stream.keys().isdisjoint(names):
         # what the builder gives when no metadata name is special or a stream label's, at a
         # fraction of the cost: a key per stream and metadata set adds up with many streams
-        merged = dict(stream)
-        merged.update(sm)
-        return tuple(sorted(merged.items()))
+        return tuple(sorted([*stream.items(), *sm], key=_name))
     return tuple(LabelsBuilder(stream, sm).labels().items())
 
 
 _SPECIAL = frozenset((L.ERROR, L.ERROR_DETAILS))
+_name = itemgetter(0)
 
 
 __all__ = ["eval_range_aggregation", "ROLLUP_OPS"]

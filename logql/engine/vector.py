@@ -17,7 +17,7 @@ from logql.errors import QueryError
 from logql.gocompat.regexp import RegexError, compile_full
 
 
-def _group_fn(grouping: A.Grouping):
+def group_fn(grouping: A.Grouping):
     """Series labels -> group labels, memoised: the same series recur at every step."""
     names = frozenset(grouping.labels)
     if not grouping.without and not names:
@@ -42,7 +42,7 @@ def eval_vector_aggregation(node: A.VectorAggregation, value: Scalar | StepVecto
     if isinstance(value, float):
         raise QueryError(f"parse error : unexpected scalar in {node.op} aggregation")
     op = node.op
-    group = _group_fn(node.grouping)
+    group = group_fn(node.grouping)
     if op in ("topk", "bottomk", "approx_topk"):
         k = int(node.param or 0)
         return [_topk(vec, k, group, op == "bottomk") for vec in value]

@@ -81,6 +81,15 @@ class VisibleReader(Generic[R]):
             return self.inner.select_stream_ids(tenant, matchers, start, end)
         return list(self.select_streams(tenant, matchers, start, end))
 
+    def select_stream_groups(self, tenant: Any, matchers: Sequence[Matcher], start: int,
+                             end: int, names: Sequence[str]) -> dict[int, tuple[str | None, ...]]:
+        """As select_streams with only the values of `names`; the whole label sets are read
+        only when a retention cutoff or a delete request may need them."""
+        if self.cutoff_of is None and self.deletes_of is None:
+            return self.inner.select_stream_groups(tenant, matchers, start, end, names)
+        return {sid: tuple([labels.get(n) for n in names]) for sid, labels in
+                self.select_streams(tenant, matchers, start, end).items()}
+
     def visible_streams(self, tenant: Any, groups: Sequence[Sequence[Matcher]], start: int,
                         end: int) -> dict[int, dict[str, str]]:
         """As select_streams for the union of matcher groups, without the streams that have
