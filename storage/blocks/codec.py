@@ -225,7 +225,12 @@ def build_bloom(body: bytes) -> bytes:
     if len(body) < 3:
         return b""
     b = np.frombuffer(body.lower(), dtype=np.uint8).astype(np.uint32)
-    codes = np.unique((b[:-2] << 16) | (b[1:-1] << 8) | b[2:]).astype(np.uint64)
+    # distinct by sorting: numpy 2's np.unique hashes, and that was 85 % of encoding a block
+    codes = np.sort((b[:-2] << 16) | (b[1:-1] << 8) | b[2:])
+    keep = np.empty(len(codes), dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(codes[1:], codes[:-1], out=keep[1:])
+    codes = codes[keep].astype(np.uint64)
     nbits = max(64, int(math.ceil(len(codes) * BLOOM_BITS_PER_KEY / 64)) * 64)
     h = codes * np.uint64(_GOLDEN)
     h1 = h >> np.uint64(32)
