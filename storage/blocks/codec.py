@@ -34,6 +34,11 @@ import zstandard
 from logql.model import MINUTE_NS
 
 ZSTD_LEVEL = 3
+# The lines are nearly all of a block. Level 9 makes them 15 % smaller than level 3 on the
+# realistic set (21.9 -> 18.6 MB; levels 4/5/6/8/10: 21.0/20.4/19.3/18.7/18.4) for about 5x
+# the compression CPU, which the sorted Bloom build more than paid for; decompression is as
+# fast. Frames of any level decode the same, so old blocks need nothing.
+LINES_ZSTD_LEVEL = 9
 # Bloom filter: 5 bits per distinct trigram and 3 probes, about 9 % false positives per
 # trigram. A needle is ruled out by any one of its absent trigrams, and on the realistic set
 # nearly every block a needle of 5+ bytes is wrongly read for holds all of its trigrams (no
@@ -53,10 +58,13 @@ FLAG_ASCII = 2
 _local = threading.local()
 
 
-def _compress(data: bytes) -> bytes:
-    c = getattr(_local, "compressor", None)
+def _compress(data: bytes, level: int = ZSTD_LEVEL) -> bytes:
+    compressors = getattr(_local, "compressors", None)
+    if compressors is None:
+        compressors = _local.compressors = {}
+    c = compressors.get(level)
     if c is None:
-        c = _local.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        c = compressors[level] = zstandard.ZstdCompressor(level=level)
     return c.compress(data)
 
 _metadata_decoder = msgspec.json.Decoder(dict)
@@ -119,7 +127,7 @@ def encode(rows: Sequence[tuple[int, int, str, str | None]]) -> EncodedBlock:
         md_names="\n".join(sorted(names)), bloom=build_bloom(body),
         keys=_compress(keys.tobytes()),
         lengths=_compress(lengths.tobytes()), metadata=md_column,
-        lines=_compress(body))
+        lines=_compress(body, LINES_ZSTD_LEVEL))
 
 
 def _deltas(values: np.ndarray) -> np.ndarray:
