@@ -228,3 +228,20 @@ def test_blocks_written_before_issue_25_still_read():
             for i in range(0, max(0, len(raw) - 2), 5):
                 assert B.bloom_admits(cols["bloom"], B.trigram_probes(raw[i:i + 12]))
         assert not B.bloom_admits(cols["bloom"], B.trigram_probes(b"needle-0c0ffee"))
+
+
+@pytest.mark.parametrize("rows", [1, 5, B.SMALL_ROWS, B.SMALL_ROWS + 1, 3000])
+def test_line_lengths_read_back_from_the_shuffled_column(rows):
+    lines = [("x" * (i * 37 % 300)) + ("\u00e9" * (i % 3)) for i in range(rows - 1)] + \
+        ["y" * 70_000]  # a length above 16 bits
+    b = B.encode(rows_of(lines))
+    assert b.lengths[:1] == b"\x01"
+    want = [len(line.encode()) for line in lines]
+    assert B.decode_lengths(b.lengths) == want
+    offsets = [0]
+    for n in want:
+        offsets.append(offsets[-1] + n)
+    assert B.line_offsets(b.lengths, rows) == offsets
+    assert B.decode_offsets(b.lengths, rows).tolist() == offsets
+    ts, offs = B.decode_ts_offsets(b.keys, b.lengths, rows)
+    assert offs.tolist() == offsets
