@@ -204,3 +204,44 @@ def test_a_limited_read_decodes_the_lines_of_the_blocks_it_returns_only(conn, mo
                     reverse=True)
     assert [(r[2], r[0]) for r in first] == newest[:42]
     assert sum(fetched) == 42
+
+
+def test_blocks_written_before_issue_25_still_read():
+    """Blocks in existing databases were written with zstd level 3 in every column and a
+    10-bit, 5-probe Bloom filter (fixtures/write_block_v1.py); they must decode as before."""
+    from pathlib import Path
+    cases = json.loads((Path(__file__).parent / "fixtures" / "block-v1.json").read_text())
+    for case in cases.values():
+        rows = [tuple(r) for r in case["rows"]]
+        b = case["block"]
+        cols = {k: bytes.fromhex(b[k]) for k in ("bloom", "keys", "lengths", "metadata", "lines")}
+        ts, ids = B.decode_keys(cols["keys"], b["rows"])
+        lengths = B.decode_lengths(cols["lengths"])
+        assert B.line_offsets(cols["lengths"], b["rows"])[1:] == \
+            list(B.decode_offsets(cols["lengths"], b["rows"])[1:])
+        got = list(zip(ids, ts, B.decode_lines(cols["lines"], lengths,
+                                               bool(b["flags"] & B.FLAG_ASCII)),
+                       B.decode_metadata(cols["metadata"], b["rows"])))
+        assert got == sorted(rows, key=lambda r: (r[1], r[0]))
+        for _, _, line, _ in rows:
+            raw = line.encode("utf-8")
+            for i in range(0, max(0, len(raw) - 2), 5):
+                assert B.bloom_admits(cols["bloom"], B.trigram_probes(raw[i:i + 12]))
+        assert not B.bloom_admits(cols["bloom"], B.trigram_probes(b"needle-0c0ffee"))
+
+
+@pytest.mark.parametrize("rows", [1, 5, B.SMALL_ROWS, B.SMALL_ROWS + 1, 3000])
+def test_line_lengths_read_back_from_the_shuffled_column(rows):
+    lines = [("x" * (i * 37 % 300)) + ("\u00e9" * (i % 3)) for i in range(rows - 1)] + \
+        ["y" * 70_000]  # a length above 16 bits
+    b = B.encode(rows_of(lines))
+    assert b.lengths[:1] == b"\x01"
+    want = [len(line.encode()) for line in lines]
+    assert B.decode_lengths(b.lengths) == want
+    offsets = [0]
+    for n in want:
+        offsets.append(offsets[-1] + n)
+    assert B.line_offsets(b.lengths, rows) == offsets
+    assert B.decode_offsets(b.lengths, rows).tolist() == offsets
+    ts, offs = B.decode_ts_offsets(b.keys, b.lengths, rows)
+    assert offs.tolist() == offsets
