@@ -11,7 +11,7 @@ wraps any `Reader` and takes them out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
 
 from logql.model import Matcher, Needle
 
@@ -47,7 +47,7 @@ class Reader(Protocol):
     def snapshot(self) -> ContextManager[Any]: ...
 
     def select_streams(self, tenant: Any, matchers: Sequence[Matcher], start: int,
-                       end: int) -> dict[int, dict[str, str]]: ...
+                       end: int) -> Mapping[int, dict[str, str]]: ...
 
     def select_stream_groups(self, tenant: Any, matchers: Sequence[Matcher], start: int,
                              end: int, names: Sequence[str]

@@ -14,15 +14,15 @@ import itertools
 import sqlite3
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from logql.errors import QueryTimeout
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from logql.reading import LineConditions, Row, ScanCounts, Totals
 from storage import rollups, scan
 from storage.blocks import sealed
-from storage.streams import (Matcher, TenantSet, select_stream_ids, stream_label_sets,
-                             stream_label_values, streams_meeting)
+from storage.streams import (LabelSets, Matcher, TenantSet, select_stream_ids,
+                             stream_label_sets, stream_label_values, streams_meeting)
 
 # a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the
 # low end is one below the earliest timestamp, as windows are left-open and (TS_MIN - 1, x]
@@ -91,15 +91,17 @@ class LogReader:
 
     # -- streams ---------------------------------------------------------------------------
     def select_streams(self, tenant: str | TenantSet, matchers: Sequence[Matcher],
-                       start: int, end: int) -> dict[int, dict[str, str]]:
+                       start: int, end: int) -> Mapping[int, dict[str, str]]:
         """Stream id -> labels (sorted by name), for streams matching every matcher with data
         overlapping [start, end]; ids ascending."""
         ids = select_stream_ids(self.conn, tenant, matchers, _clamp(start), _clamp(end))
+        if isinstance(tenant, str):
+            # a stream's labels come sorted by name (its canonical text is), each parsed
+            # when first asked for
+            return LabelSets(self.conn, ids)
+        # only the `__tenant_id__` a multi-tenant read adds lands out of place
         raw = stream_label_sets(self.conn, ids, tenant)
-        # a stream's labels come sorted by name (its canonical text is); only the
-        # `__tenant_id__` a multi-tenant read adds lands out of place
-        return raw if isinstance(tenant, str) else \
-            {sid: dict(sorted(raw[sid].items())) for sid in ids}
+        return {sid: dict(sorted(raw[sid].items())) for sid in ids}
 
     def select_stream_ids(self, tenant: str | TenantSet, matchers: Sequence[Matcher],
                           start: int, end: int) -> list[int]:

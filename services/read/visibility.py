@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from contextlib import contextmanager
-from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar
 
 from logql.model import Matcher
 from logql.reading import Reader, Row, Scan, Totals, utf8_len
@@ -57,7 +57,7 @@ class VisibleReader(Generic[R]):
 
     # -- streams ---------------------------------------------------------------------------
     def select_streams(self, tenant: Any, matchers: Sequence[Matcher], start: int,
-                       end: int) -> dict[int, dict[str, str]]:
+                       end: int) -> Mapping[int, dict[str, str]]:
         out = self.inner.select_streams(tenant, matchers, start, end)
         if self.cutoff_of is None and self.deletes_of is None:
             return out
