@@ -36,6 +36,8 @@ PREFETCH_MAX_ROWS = 1000
 PREFETCH_BLOCKS = 256
 # an unordered scan checks the Bloom filters of this many blocks together
 ADMIT_BLOCKS = 4096
+# Bloom filters up to this size (a block of a few hundred lines) come with the summaries
+BLOOM_PREFETCH_MAX = 4096
 
 
 @dataclass
@@ -186,15 +188,18 @@ def _block_columns(conn: sqlite3.Connection, block_ids: Sequence[int],
 _SUMMARY_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, aligned, md_names{bloom} "
                 "FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
                 "AND max_ts >= ? AND min_ts < ?{aligned}")
+# length() of a blob reads its size from the record header, not the blob
+_SMALL_BLOOM = ", CASE WHEN length(bloom) <= {} THEN bloom END"
 
 
 def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
-              with_bloom: bool = False, aligned: bool = False) -> list[tuple]:
-    """Summaries of the blocks with rows possibly in [start, end): (Summary, bloom | None);
-    with `aligned`, only of blocks with a row on a whole minute."""
+              bloom_max: int = 0, aligned: bool = False) -> list[tuple]:
+    """Summaries of the blocks with rows possibly in [start, end): (Summary, bloom | None),
+    with the Bloom filters of at most `bloom_max` bytes; with `aligned`, only of blocks with
+    a row on a whole minute."""
     if not stream_ids or start >= end:
         return []
-    sql = _SUMMARY_SQL.format(bloom=", bloom" if with_bloom else "",
+    sql = _SUMMARY_SQL.format(bloom=_SMALL_BLOOM.format(int(bloom_max)) if bloom_max else "",
                               aligned=" AND aligned > 0" if aligned else "")
     out = []
     # blocks mostly share a few metadata name sets: one frozenset each
@@ -205,7 +210,7 @@ def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, e
         if names is None:
             names = md_names[text] = frozenset(text.split("\n"))
         s = Summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], names)
-        out.append((s, r[9] if with_bloom else None))
+        out.append((s, r[9] if bloom_max else None))
     return out
 
 
@@ -338,20 +343,35 @@ class SealedBlocks:
         self.keep: Callable[[str, str | None], bool] | None = (
             conditions.matcher() if conditions is not None else None)
         self.filter = BlockFilter.build(needles, conditions)
-        self.blocks: list[Summary] = [s for s, _ in summaries(conn, stream_ids, start, end)]
-        # made when a scan first reads one stream (scan_by_stream): an unordered scan of
-        # 20,000 streams never does
-        self._by_stream: dict[int, list[Summary]] | None = None
-        # Bloom filters are read and checked when a window first reaches a block: a limited
-        # query that stops after the newest windows never reads the others
+        found = summaries(conn, stream_ids, start, end,
+                          bloom_max=BLOOM_PREFETCH_MAX if self.filter else 0)
+        self.blocks: list[Summary] = [s for s, _ in found]
         self._admitted: dict[int, bool] = {}
+        # small blocks' Bloom filters come with their summaries and are checked at once, so
+        # the blocks they rule out never enter a window (20,000 quiet pods: one statement,
+        # and windows that walk the few blocks left); a large one is read and checked when
+        # a window first reaches its block: a limited query that stops after the newest
+        # windows never reads the others
+        small = [(s, bloom) for s, bloom in found if bloom is not None]
+        if small:
+            ok = self.filter.admits_many([s for s, _ in small], [b for _, b in small])
+            self._admitted.update(zip([s.id for s, _ in small], ok.tolist()))
+        live = [s for s in self.blocks if self._admitted.get(s.id) is not False] \
+            if small else self.blocks
+        # the blocks windows may take rows from; some may still be ruled out when a window
+        # reaches them (_check: `_late_rejects`)
+        self._live = live
+        self._late_rejects = False
+        # per stream, made when a scan first reads one stream (scan_by_stream): an
+        # unordered scan of 20,000 streams never does
+        self._by_stream: dict[int, list[Summary]] | None = None
         self._cache: dict[int, Decoded] = {}
         self.search = _searchable_clause(conditions)
         # per stream (-1: all): the blocks by their first row
         self._by_start: dict[int, _Ordered] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.blocks)
+        return bool(self._live)
 
     @property
     def skipped(self) -> list[Summary]:
@@ -361,7 +381,7 @@ class SealedBlocks:
     def counts(self, lo: int, hi: int) -> tuple[int, int]:
         """(lines, bytes) of every sealed row of the scan's streams with lo <= ts < hi,
         blocks the summaries ruled out included."""
-        return _counts_in(self.conn, self.blocks, lo, hi)
+        return _counts_in(self.conn, self.blocks, lo, hi, self._cache)
 
     def _check(self, fresh: list[Summary]) -> None:
         if not self.filter:
@@ -370,6 +390,7 @@ class SealedBlocks:
         blooms = dict(_block_columns(self.conn, [s.id for s in fresh], "bloom"))
         admitted = self.filter.admits_many(fresh, [blooms.get(s.id, b"") for s in fresh])
         self._admitted.update(zip([s.id for s in fresh], admitted.tolist()))
+        self._late_rejects = self._late_rejects or not admitted.all()
 
     def estimate(self, lo: int, hi: int, stream_id: int | None = None) -> int:
         """About how many rows `rows(lo, hi, stream_id)` would bring into memory, from the
@@ -382,7 +403,7 @@ class SealedBlocks:
         i, j = bisect_left(o.starts, lo - o.longest), bisect_left(o.starts, hi)
         first, last, rows = o.first[i:j], o.last[i:j], o.rows[i:j]
         take = last >= lo
-        if False in self._admitted.values():
+        if self._late_rejects:
             take &= np.fromiter((self._admitted.get(s.id) is not False
                                  for s in o.blocks[i:j]), dtype=bool, count=j - i)
         first, last, rows = first[take], last[take], rows[take]
@@ -401,6 +422,23 @@ class SealedBlocks:
         reached = self._admit(self._reaching(lo, hi, stream_id))
         if sum(s.rows for s in reached) <= max_rows:
             return lo, hi
+        # a block's bounds are rows: one inside the window tells of a row there at least
+        # that new (old). If max_rows blocks tell so, the cut lies no further in than the
+        # max_rows-th of those rows, and only the blocks reaching past it need their
+        # timestamps read (20,000 quiet pods whose last lines fall in one instant: 4,000
+        # blocks' keys read instead of 20,000)
+        if backward:
+            ends = [s.max_ts if s.max_ts < hi else s.min_ts for s in reached]
+        else:
+            ends = [s.min_ts if s.min_ts >= lo else s.max_ts for s in reached]
+        ends = [x for x in ends if lo <= x < hi]
+        if len(ends) >= max_rows:
+            if backward:
+                lo = heapq.nlargest(max_rows, ends)[-1]
+                reached = [s for s in reached if s.max_ts >= lo]
+            else:
+                hi = heapq.nsmallest(max_rows, ends)[-1] + 1
+                reached = [s for s in reached if s.min_ts < hi]
         self._prefetch(reached)
         stamps: list[int] = []
         for s in reached:
@@ -428,11 +466,11 @@ class SealedBlocks:
         o = self._by_start.get(key)
         if o is None:
             if stream_id is None:
-                blocks = self.blocks
+                blocks = self._live
             else:
                 if self._by_stream is None:
                     self._by_stream = {}
-                    for s in self.blocks:
+                    for s in self._live:
                         self._by_stream.setdefault(s.stream_id, []).append(s)
                 blocks = self._by_stream.get(stream_id, [])
             o = self._by_start[key] = _Ordered(sorted(blocks, key=lambda b: b.min_ts))
@@ -477,7 +515,7 @@ class SealedBlocks:
         size = 0
         # no order by start needed (what _reaching keeps for windowed scans): summaries
         # come by stream already, so this sort finds one run
-        reached = sorted((s for s in self.blocks if s.max_ts >= lo and s.min_ts < hi),
+        reached = sorted((s for s in self._live if s.max_ts >= lo and s.min_ts < hi),
                          key=_stream_then_start)
         for i in range(0, len(reached), ADMIT_BLOCKS):
             # the Bloom filters of many blocks at once: numpy's fixed cost per probe was
@@ -542,7 +580,9 @@ def sealed_range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo:
 
 
 def _counts_in(conn: sqlite3.Connection, found: Sequence[Summary], lo: int,
-               hi: int) -> tuple[int, int]:
+               hi: int, decoded: dict[int, Decoded] | None = None) -> tuple[int, int]:
+    """`decoded`: blocks a scan holds decoded already (the ones its last window cut), whose
+    timestamps and offsets are not read again."""
     lines = size = 0
     cut = []
     for s in found:
@@ -551,8 +591,16 @@ def _counts_in(conn: sqlite3.Connection, found: Sequence[Summary], lo: int,
         if lo <= s.min_ts and s.max_ts < hi:
             lines += s.rows
             size += s.bytes
-        else:
+            continue
+        d = decoded.get(s.id) if decoded else None
+        if d is None or not d.complete:
             cut.append(s)
+            continue
+        a, b = d.span(lo, hi)
+        if a < b:
+            offsets = d.offsets
+            lines += b - a
+            size += offsets[b] - offsets[a]
     by_id = {s.id: s for s in cut}
     for bid, keys, lengths in _block_columns(conn, list(by_id), "keys, lengths"):
         n = by_id[bid].rows

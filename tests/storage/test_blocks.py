@@ -245,3 +245,76 @@ def test_line_lengths_read_back_from_the_shuffled_column(rows):
     assert B.decode_offsets(b.lengths, rows).tolist() == offsets
     ts, offs = B.decode_ts_offsets(b.keys, b.lengths, rows)
     assert offs.tolist() == offsets
+
+
+def _quiet_pods(conn, n: int) -> None:
+    for sid in range(1, n + 1):  # a block per stream, its last line within a microsecond
+        _store(conn, sid, [(sid * 10, T + 600 * 10**9 + sid % 100, f"s{sid} older", None),
+                           (sid * 10 + 1, T + 900 * 10**9 + sid % 100, f"s{sid} last", None)])
+
+
+def _fetched(monkeypatch, column: str) -> list[int]:
+    """Ids of the blocks whose `column` is read apart from the summaries."""
+    from storage.blocks import sealed
+    out: list[int] = []
+    real = sealed._block_columns
+
+    def counting(conn, ids, columns):
+        if columns.split(",")[0] == column:
+            out.extend(ids)
+        return real(conn, ids, columns)
+    monkeypatch.setattr(sealed, "_block_columns", counting)
+    return out
+
+
+def test_the_cut_reads_the_timestamps_of_blocks_ending_past_it_only(conn, monkeypatch):
+    """A window cut to the newest (oldest) rows of 300 blocks, each ending (starting) in the
+    window: the summaries' bounds place the cut, and only the blocks that reach past the
+    40th newest end (oldest start) have their timestamps read to find it exactly."""
+    from storage import scan
+
+    _quiet_pods(conn, 300)
+    keys = _fetched(monkeypatch, "keys")
+    for backward in (True, False):
+        keys.clear()
+        blocks = SealedBlocks(conn, list(range(1, 301)), T, T + 3600 * 10**9)
+        # the windows before the first (after the last) lines are empty
+        first = next(b for b in scan.scan_ordered(conn, list(range(1, 301)), T,
+                                                  T + 3600 * 10**9, backward=backward,
+                                                  sealed=blocks, target_rows=40) if b)
+        edge = (900 if backward else 600) * 10**9
+        stamps = sorted(((T + edge + sid % 100, sid * 10 + backward) for sid in range(1, 301)),
+                        reverse=backward)
+        # three streams per nanosecond: the 40th row's nanosecond holds two more
+        assert [(r[2], r[0]) for r in first] == stamps[:40]
+        assert 40 <= len(keys) <= 42, len(keys)
+        # what the scan examined is counted from the blocks it holds decoded as from disk
+        for lo, hi in ((T, T + 3600 * 10**9), (T + 900 * 10**9 + 50, T + 3600 * 10**9),
+                       (T, T + 600 * 10**9 + 50)):
+            assert blocks.counts(lo, hi) == sealed_range_counts(conn, list(range(1, 301)),
+                                                                lo, hi)
+
+
+@pytest.mark.parametrize("prefetch_max", [4096, 1], ids=["with-summaries", "when-reached"])
+def test_small_bloom_filters_come_with_the_summaries(conn, monkeypatch, prefetch_max):
+    """A needle search over 300 quiet streams: their Bloom filters come with the summaries
+    (none read apart), and the blocks they rule out never enter a window; a large filter is
+    read when a window reaches its block. The rows are the same either way."""
+    from storage import scan
+    from storage.blocks import sealed
+
+    _quiet_pods(conn, 300)
+    monkeypatch.setattr(sealed, "BLOOM_PREFETCH_MAX", prefetch_max)
+    blooms = _fetched(monkeypatch, "bloom")
+    cond = LineConditions(all_of=(((("s77 ", False),),)))
+    blocks = SealedBlocks(conn, list(range(1, 301)), T, T + 3600 * 10**9, conditions=cond,
+                          needles=[[("s77 ", False)]])
+    rows = [r for batch in scan.scan_ordered(conn, list(range(1, 301)), T, T + 3600 * 10**9,
+                                             backward=True, sealed=blocks, conditions=cond)
+            for r in batch]
+    assert [(r[1], r[3]) for r in rows] == [(77, "s77 last"), (77, "s77 older")]
+    if prefetch_max > 1:
+        assert blooms == [] and bool(blocks)
+        assert len(blocks._live) < 10  # 1 % false positives
+    else:
+        assert len(blooms) == 300
