@@ -36,6 +36,8 @@ def _clamp(x: int) -> int:
 # stream after stream, it was a statement per stream and window, which with thousands of
 # small streams cost more than the rows
 BY_STREAM_MAX = 64
+# the sealed rows the first window of a limited read takes (Grafana asks for 1000 lines)
+LIMITED_FIRST_ROWS = 1000
 # up to this many count edges, the streams without data at any are left out of the edge reads
 EDGE_FILTER_MAX = 16
 # SQLite VM steps between two deadline checks inside one statement
@@ -310,7 +312,8 @@ class LineScan:
         if self.ordered:
             yield from scan.scan_ordered(conn, ids, self.start, self.end,
                                          backward=self.backward, conditions=self.conditions,
-                                         deadline=deadline, progress=progress, sealed=blocks)
+                                         deadline=deadline, progress=progress, sealed=blocks,
+                                         first_rows=LIMITED_FIRST_ROWS if self.limited else 0)
             return
         progress.begin(self.start, self.end, False)
         if len(ids) > BY_STREAM_MAX:

@@ -103,7 +103,7 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
                  deadline: float | None = None, target_rows: int = TARGET_ROWS,
                  progress: "ScanProgress | None" = None, max_windows: int | None = None,
                  sealed: "SealedBlocks | None" = None,
-                 only_stream: int | None = None) -> Iterator[list[Row]]:
+                 only_stream: int | None = None, first_rows: int = 0) -> Iterator[list[Row]]:
     """Batches of rows with `start <= ts < end`, in global `ts` order (ties by id), newest
     first when `backward`, from the head (`entries`) and from `sealed` blocks together. Stop
     iterating whenever you have enough: nothing further is read.
@@ -112,7 +112,11 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
     can count what was examined, see `range_counts`) and the current window width; a scan
     given the same progress continues where the previous one left off. `max_windows` ends
     the scan early, after that many windows. `only_stream`: of the sealed blocks, read only
-    this stream's (the head query already has just `stream_ids`)."""
+    this stream's (the head query already has just `stream_ids`). `first_rows`: the first
+    window with rows takes about this many sealed rows, each next one 4x more up to
+    `target_rows`: a limited read that stops at its limit decodes few rows (thousands of
+    quiet streams' last lines in one instant), one whose pipeline drops most rows soon
+    reads whole windows."""
     if not stream_ids or start >= end:
         return
     where, cond_params = conditions_sql(conditions)
@@ -126,6 +130,7 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
     width = progress.width
     lo, hi = (start, progress.lo) if backward else (progress.hi, end)
     windows = 0
+    cap = min(first_rows, target_rows) if first_rows > 0 else target_rows
     # a store at rest has sealed everything: one look spares a statement per window, each
     # of which reads the ids of every stream (thousands) again. Reads run in a snapshot
     # (LogReader.snapshot), so the head cannot change under the scan
@@ -145,7 +150,7 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
         planned = w_hi - w_lo
         if sealed:
             w_lo, w_hi = _narrow(sealed, only_stream, w_lo, w_hi, backward)
-            w_lo, w_hi = sealed.cut(w_lo, w_hi, only_stream, backward, target_rows)
+            w_lo, w_hi = sealed.cut(w_lo, w_hi, only_stream, backward, cap)
         rows = conn.execute(sql + " LIMIT ?",
                             (ids, w_lo, w_hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall() \
             if head else []
@@ -160,6 +165,8 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
                 rows.sort(key=_ts_id, reverse=backward)
         progress.done(w_lo, w_hi)
         fetched = len(rows)
+        if fetched:
+            cap = min(cap * 4, target_rows)
         for i in range(0, fetched, target_rows):
             yield rows[i:i + target_rows]
             if deadline is not None and time.monotonic() > deadline:

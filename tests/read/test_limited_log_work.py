@@ -47,7 +47,7 @@ def store(request, make_client, tmp_path):
                               "(SELECT count(*) FROM blocks)").fetchone()
     db.close()
     assert (head, blocks) == ((0, STREAMS) if request.param == "sealed" else (3 * STREAMS, 0))
-    return client, now
+    return client, now, request.param
 
 
 def _query(client, now: int, query: str, limit: int) -> list[dict]:
@@ -73,7 +73,7 @@ def parsed(monkeypatch):
 
 
 def test_only_the_streams_that_answer_have_their_labels_read(store, parsed):
-    client, now = store
+    client, now, _ = store
     parsed[0] = 0
     found = _query(client, now, '{env="prod"} |= "pod=7 "', 100)
     assert [s["stream"] for s in found] == [{"detected_level": "info", "env": "prod",
@@ -86,3 +86,25 @@ def test_only_the_streams_that_answer_have_their_labels_read(store, parsed):
     # the newest line of each of the last five pods
     assert sorted(s["stream"]["pod"] for s in found) == [f"pod-{i}" for i in range(295, 300)]
     assert parsed[0] == 5
+
+
+def test_a_limited_read_decodes_few_more_rows_than_it_returns(store, monkeypatch):
+    """The newest line of every pod falls within a microsecond: a limited query's first
+    window is cut to the newest LIMITED_FIRST_ROWS sealed rows, so only their blocks' lines
+    are decompressed, not every pod's."""
+    from storage import reader
+    from storage.blocks.sealed import SealedBlocks
+
+    client, now, state = store
+    monkeypatch.setattr(reader, "LIMITED_FIRST_ROWS", 20)
+    completed: list[int] = []
+    real = SealedBlocks._complete
+
+    def counting(self, decoded):
+        completed.append(sum(not d.complete for d in decoded))
+        return real(self, decoded)
+    monkeypatch.setattr(SealedBlocks, "_complete", counting)
+    found = _query(client, now, '{env="prod"}', 5)
+    assert sorted(s["stream"]["pod"] for s in found) == [f"pod-{i}" for i in range(295, 300)]
+    # the head holds no blocks; the sealed store decodes the 20 newest rows' blocks
+    assert sum(completed) == (20 if state == "sealed" else 0)
