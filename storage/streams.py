@@ -279,7 +279,8 @@ class LabelSets(Mapping[int, dict[str, str]]):
     __slots__ = ("_texts", "_parsed")
 
     def __init__(self, conn: sqlite3.Connection, ids: Sequence[int]):
-        texts = {sid: text for sid, _, text in _stream_rows(conn, ids)}
+        texts = dict(conn.execute("SELECT id, labels FROM streams WHERE id IN "
+                                  "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),)))
         # ids ascending, as given; a stream gone from the index reads as no labels
         self._texts = {sid: texts.get(sid, "{}") for sid in ids}
         self._parsed: dict[int, dict[str, str]] = {}
