@@ -20,7 +20,7 @@ from logql.errors import QueryTimeout
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from logql.reading import LineConditions, Row, ScanCounts, Totals
 from storage import rollups, scan
-from storage.blocks import sealed
+from storage.blocks import counts, sealed
 from storage.streams import (LabelSets, Matcher, TenantSet, select_stream_ids,
                              stream_label_sets, stream_label_values, streams_meeting)
 
@@ -156,7 +156,7 @@ class LogReader:
     def segments(self, stream_ids: Sequence[int], start: int, end: int) -> int:
         """How many storage segments hold the streams' data in [start, end]: sealed blocks,
         and each stream's head (what index/stats reports as chunks)."""
-        return sealed.segment_count(self.conn, stream_ids, start, end)
+        return counts.segment_count(self.conn, stream_ids, start, end)
 
     def grouped_counts(self, group_of: dict[int, int], points: list[int],
                        want_bytes: bool) -> Totals:
@@ -236,7 +236,7 @@ def _entry_totals(conn: sqlite3.Connection, sids: Sequence[int],
                   ranges: Sequence[tuple[int, int]], want_bytes: bool):
     """Entries with lo < ts <= hi per range, from the head and the sealed blocks."""
     return itertools.chain(rollups.entry_totals(conn, sids, ranges, with_bytes=want_bytes),
-                           sealed.sealed_totals(conn, sids, ranges, with_bytes=want_bytes))
+                           counts.sealed_totals(conn, sids, ranges, with_bytes=want_bytes))
 
 
 def _group_totals(rows: Iterator[tuple[int, int, int, int]], nb: int) -> Totals:
@@ -273,7 +273,7 @@ def _move_edge_entries(conn: sqlite3.Connection, sids: Sequence[int], points: li
                        want_bytes: bool, add: Any, nb: int) -> None:
     index = {x: i for i, x in enumerate(points)}
     at = itertools.chain(rollups.entries_at(conn, sids, points, with_bytes=want_bytes),
-                         sealed.sealed_at(conn, sids, points, with_bytes=want_bytes))
+                         counts.sealed_at(conn, sids, points, with_bytes=want_bytes))
     for sid, md, ts, n, b in at:
         i = index[ts]
         if i > 0:

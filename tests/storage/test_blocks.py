@@ -13,8 +13,8 @@ from logql.reading import LineConditions
 from storage.blocks import codec as B
 from storage.db import migrate
 from storage.scan import conditions_sql
-from storage.blocks.sealed import (BlockFilter, SealedBlocks, Summary, sealed_at,
-                                   sealed_range_counts, sealed_totals)
+from storage.blocks.counts import sealed_at, sealed_range_counts, sealed_totals
+from storage.blocks.sealed import BlockFilter, SealedBlocks, Summary
 
 T = 1_700_000_000 * 10**9
 
