@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--lines 1000000] [--batch 1000] [--clients 4]
                                      [--format json|protobuf|otlp] [--keep DIR] [--realistic]
+                                     [--flush]
 
 `otlp` sends OTLP/HTTP protobuf to /otlp/v1/logs, one resource per stream whose attributes
 are the stream's labels; the server is told to index them all, so the same streams are
@@ -139,6 +140,19 @@ def push_all(port: int, bodies: list[bytes], ctype: str, clients: int,
     return elapsed
 
 
+def flush(port: int, data_dir: Path) -> tuple[float, int]:
+    """(seconds POST /flush took, bytes of every file in the data directory after it), the
+    server still running: its -wal file counts, as a user's `du` would count it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+    t0 = time.perf_counter()
+    conn.request("POST", "/flush")
+    status = conn.getresponse().status
+    seconds = time.perf_counter() - t0
+    if status != 204:
+        raise SystemExit(f"/flush answered {status}")
+    return seconds, sum(f.stat().st_size for f in data_dir.iterdir() if f.is_file())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
@@ -149,6 +163,9 @@ def main() -> None:
     ap.add_argument("--realistic", action="store_true",
                     help="the realistic set (bench/dataset.py): loghub, 8-field logfmt, "
                          "nested JSON in 30 streams")
+    ap.add_argument("--flush", action="store_true",
+                    help="after the pushes, POST /flush and measure the data directory while "
+                         "the server still runs (SQLite's -wal file included, issue 25)")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
 
@@ -171,6 +188,7 @@ def main() -> None:
     try:
         elapsed = push_all(port, bodies, ctype, args.clients,
                            "/otlp/v1/logs" if otlp else "/logstore/api/v1/push")
+        flushed = flush(port, data_dir) if args.flush else None
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
@@ -184,6 +202,11 @@ def main() -> None:
         ["MB/s (request bodies)", f"{body_bytes / elapsed / 1e6:.1f}"],
         ["bytes on disk / line byte", f"{disk / line_bytes:.2f}"],
     ]
+    if flushed is not None:
+        seconds, size = flushed
+        rows += [["/flush", f"{seconds:.1f} s"],
+                 ["bytes on disk / line byte after /flush, -wal included",
+                  f"{size / line_bytes:.3f} ({size / 1e6:.2f} MB)"]]
     text = table(["measure", "value"], rows)
     print(text)
     if not args.no_report:
@@ -192,7 +215,7 @@ def main() -> None:
             "(bench/ingest.py)",
             f"Command: `.venv/bin/python bench/ingest.py --lines {args.lines} --batch "
             f"{args.batch} --clients {args.clients} --format {args.format}"
-            f"{' --realistic' if args.realistic else ''}`\n\n"
+            f"{' --realistic' if args.realistic else ''}{' --flush' if args.flush else ''}`\n\n"
             f"Machine: {machine()}; client and server share it.\n\n{text}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
