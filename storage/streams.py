@@ -224,11 +224,10 @@ def _chunks(items: list, size: int) -> Iterable[list]:
 
 
 def _stream_rows(conn: sqlite3.Connection, ids: Sequence[int]) -> Iterable[tuple[int, str, str]]:
-    """(id, tenant, canonical labels) of each stream, by primary key."""
-    for chunk in _chunks(list(ids), 500):
-        marks = ",".join("?" * len(chunk))
-        yield from conn.execute(f"SELECT id, tenant, labels FROM streams WHERE id IN ({marks})",
-                                chunk)
+    """(id, tenant, canonical labels) of each stream, by primary key, in one statement (40
+    statements of 500 ids each cost more for 20,000 streams)."""
+    return conn.execute("SELECT id, tenant, labels FROM streams WHERE id IN "
+                        "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
 
 
 def stream_label_sets(conn: sqlite3.Connection, ids: Sequence[int],
@@ -279,8 +278,7 @@ class LabelSets(Mapping[int, dict[str, str]]):
     __slots__ = ("_texts", "_parsed")
 
     def __init__(self, conn: sqlite3.Connection, ids: Sequence[int]):
-        texts = dict(conn.execute("SELECT id, labels FROM streams WHERE id IN "
-                                  "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),)))
+        texts = {sid: text for sid, _, text in _stream_rows(conn, ids)}
         # ids ascending, as given; a stream gone from the index reads as no labels
         self._texts = {sid: texts.get(sid, "{}") for sid in ids}
         self._parsed: dict[int, dict[str, str]] = {}
@@ -375,9 +373,9 @@ def _tenant_series(rows: Iterable[tuple[str, str]]) -> list[str]:
         if "a" <= text[1:2] <= "z":
             part = parts.get(owner)
             if part is None:
-                part = parts[owner] = ('{%s="%s", ' % (TENANT_LABEL, escape_value(owner)),
-                                       ',"%s":%s}' % (TENANT_LABEL, json.dumps(
-                                           owner, ensure_ascii=False)))
+                pair = {TENANT_LABEL: owner}
+                part = parts[owner] = (canonical_labels(pair)[:-1] + ", ",
+                                       "," + labels_json(pair)[1:])
             keyed.append((part[0] + text[1:], canonical_json(text)[:-1] + part[1]))
         else:
             labels = _with_tenant(parse_canonical(text), owner)
