@@ -68,6 +68,18 @@ class Reader(Protocol):
     def check_deadline(self) -> None: ...
 
 
+def add_to_groups(totals: Totals, per_stream: Totals, group_of: dict[int, int],
+                  nb: int) -> Totals:
+    """Per-stream window counts (keys (stream, metadata)) added into `totals`, keyed (group,
+    ""): grouped_counts for what cannot be summed per group in storage."""
+    for (sid, _), (lines, sizes) in per_stream.items():
+        acc = totals.setdefault((group_of[sid], ""), ([0] * nb, [0] * nb))
+        for i in range(nb):
+            acc[0][i] += lines[i]
+            acc[1][i] += sizes[i]
+    return totals
+
+
 def utf8_len(line: str) -> int:
     """A line's size as every count gives it: its UTF-8 bytes."""
     return len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))

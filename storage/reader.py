@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from logql.errors import QueryTimeout
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
-from logql.reading import LineConditions, Row, ScanCounts, Totals
+from logql.reading import LineConditions, Row, ScanCounts, Totals, add_to_groups
 from storage import rollups, scan
 from storage.blocks import counts, sealed
 from storage.streams import (LabelSets, Matcher, TenantSet, select_stream_ids,
@@ -96,7 +96,7 @@ class LogReader:
                        start: int, end: int) -> Mapping[int, dict[str, str]]:
         """Stream id -> labels (sorted by name), for streams matching every matcher with data
         overlapping [start, end]; ids ascending."""
-        ids = select_stream_ids(self.conn, tenant, matchers, _clamp(start), _clamp(end))
+        ids = self.select_stream_ids(tenant, matchers, start, end)
         if isinstance(tenant, str):
             # a stream's labels come sorted by name (its canonical text is), each parsed
             # when first asked for
@@ -114,7 +114,7 @@ class LogReader:
                              start: int, end: int, names: Sequence[str]
                              ) -> dict[int, tuple[str | None, ...]]:
         """The streams of select_streams with only their values of `names`."""
-        ids = select_stream_ids(self.conn, tenant, matchers, _clamp(start), _clamp(end))
+        ids = self.select_stream_ids(tenant, matchers, start, end)
         return stream_label_values(self.conn, ids, tenant, names)
 
     # -- lines -----------------------------------------------------------------------------
@@ -164,9 +164,8 @@ class LogReader:
         number); keys are (group, ""). SQLite does the summing on volume's buckets (each
         point a minute less 1 ns) and on an even, minute-aligned grid."""
         nb = len(points) - 1
-        totals, add = _new_totals(nb)
         if nb <= 0 or not group_of:
-            return totals
+            return {}
         points = [_clamp(p) for p in points]
         if all((p + 1) % MINUTE_NS == 0 for p in points):
             minute_ranges = [(points[i] + 1, points[i + 1] + 1) for i in range(nb)]
@@ -176,11 +175,8 @@ class LogReader:
         if any(b - a != width for a, b in zip(points, points[1:])) or \
                 width % MINUTE_NS or origin % MINUTE_NS:
             # not a shape the rollups sum per group: per stream, then summed
-            for (sid, _), (lines, sizes) in self.window_counts(list(group_of), points,
-                                                               want_bytes).items():
-                for i in range(nb):
-                    add(group_of[sid], "", i, lines[i], sizes[i])
-            return totals
+            return add_to_groups({}, self.window_counts(list(group_of), points, want_bytes),
+                                 group_of, nb)
         totals = _group_totals(rollups.grouped_rollup_grid(self.conn, group_of, origin,
                                                            width, nb), nb)
         _, add = _new_totals(nb, totals)

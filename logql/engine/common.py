@@ -17,6 +17,20 @@ StepVectors = list[dict[LabelKey, float]]
 """One dict per evaluation step: series labels -> value at that step."""
 
 
+def stream_groups(found: dict[int, tuple[str | None, ...]], names: list[str]
+                  ) -> tuple[dict[LabelKey, int], dict[int, int]] | None:
+    """(group key -> group number, stream id -> group number) for streams given with their
+    values of `names` (Reader.select_stream_groups); None when a stream lacks one of them,
+    as its lines' group could then come from structured metadata, line by line."""
+    group_keys: dict[LabelKey, int] = {}
+    group_of: dict[int, int] = {}
+    for sid, values in found.items():
+        if None in values:
+            return None
+        group_of[sid] = group_keys.setdefault(tuple(zip(names, values)), len(group_keys))
+    return group_keys, group_of
+
+
 def labels_string(key: LabelKey) -> str:
     """Prometheus ``labels.String()``: ``{a="1", b="2"}``."""
     return label_pairs_string(key)

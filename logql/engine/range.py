@@ -25,7 +25,7 @@ import msgspec
 from logql.syntax import ast as A
 from logql.pipeline import builder as L
 from logql.plan import compile_log_query, compile_unwrap, labels_read_after
-from logql.engine.common import LabelKey, NS, StepVectors, pipeline_error
+from logql.engine.common import LabelKey, NS, StepVectors, pipeline_error, stream_groups
 from logql.engine.functions import RANGE_FUNCTIONS, sliding_quantiles
 from logql.pipeline.builder import LabelsBuilder
 from logql.engine.results import QueryStats
@@ -385,13 +385,10 @@ def eval_summed_counts(reader: Reader, tenant, node: A.VectorAggregation,
     found = reader.select_stream_groups(tenant, lr.query.selector.matchers, lo + 1, hi,
                                         names)
     sids = list(found)
-    group_keys: dict[LabelKey, int] = {}
-    group_of: dict[int, int] = {}
-    for sid, values in found.items():
-        if None in values:
-            return None
-        key = tuple(zip(names, values))
-        group_of[sid] = group_keys.setdefault(key, len(group_keys))
+    grouped = stream_groups(found, names)
+    if grouped is None:
+        return None
+    group_keys, group_of = grouped
     stats.used_rollups = True
     out: StepVectors = [{} for _ in windows]
     if not sids:

@@ -20,7 +20,7 @@ from typing import Any
 from logql.syntax import ast as A
 from logql.pipeline import builder as L
 from logql.plan import compile_log_query, labels_read_after
-from logql.engine.common import LabelKey, StepVectors
+from logql.engine.common import StepVectors, stream_groups
 from logql.engine.results import QueryStats
 from logql.reading import Reader, utf8_len
 
@@ -49,13 +49,10 @@ def eval_summed_scan_counts(reader: Reader, tenant: Any, node: A.VectorAggregati
     lo = min(w[0] for w in windows)
     hi = max(w[1] for w in windows)
     found = reader.select_stream_groups(tenant, plan.matchers, lo + 1, hi, names)
-    group_keys: dict[LabelKey, int] = {}
-    group_of: dict[int, int] = {}
-    for sid, values in found.items():
-        if None in values:
-            return None   # the label could come from structured metadata, line by line
-        key = tuple(zip(names, values))
-        group_of[sid] = group_keys.setdefault(key, len(group_keys))
+    grouped = stream_groups(found, names)
+    if grouped is None:
+        return None
+    group_keys, group_of = grouped
     stamps: list[list[int]] = [[] for _ in group_keys]
     lines = size = kept = 0
     if found:

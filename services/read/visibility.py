@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar
 
 from logql.model import Matcher
-from logql.reading import Reader, Row, Scan, Totals, utf8_len
+from logql.reading import Reader, Row, Scan, Totals, add_to_groups, utf8_len
 
 R = TypeVar("R", bound=Reader)
 # (start, end, line predicate) of one delete request, both ends inclusive
@@ -39,6 +39,9 @@ class VisibleReader(Generic[R]):
         self.inner = inner
         self.cutoff_of = cutoff_of
         self.deletes_of = deletes_of
+        # no retention and no delete request: nothing to ask of any stream, whose label
+        # sets then need not be read
+        self.passes_through = cutoff_of is None and deletes_of is None
         # per stream id, as select_streams found them
         self.cutoffs: dict[int, int] = {}
         self.deletes: dict[int, list[Deletion]] = {}
@@ -59,7 +62,7 @@ class VisibleReader(Generic[R]):
     def select_streams(self, tenant: Any, matchers: Sequence[Matcher], start: int,
                        end: int) -> Mapping[int, dict[str, str]]:
         out = self.inner.select_streams(tenant, matchers, start, end)
-        if self.cutoff_of is None and self.deletes_of is None:
+        if self.passes_through:
             return out
         for sid, labels in out.items():
             own = tenant if isinstance(tenant, str) else labels.get("__tenant_id__", "")
@@ -77,7 +80,7 @@ class VisibleReader(Generic[R]):
                           end: int) -> list[int]:
         """The ids of select_streams; with no retention or delete request to ask about, the
         streams' label sets are never read."""
-        if self.cutoff_of is None and self.deletes_of is None:
+        if self.passes_through:
             return self.inner.select_stream_ids(tenant, matchers, start, end)
         return list(self.select_streams(tenant, matchers, start, end))
 
@@ -85,7 +88,7 @@ class VisibleReader(Generic[R]):
                              end: int, names: Sequence[str]) -> dict[int, tuple[str | None, ...]]:
         """As select_streams with only the values of `names`; the whole label sets are read
         only when a retention cutoff or a delete request may need them."""
-        if self.cutoff_of is None and self.deletes_of is None:
+        if self.passes_through:
             return self.inner.select_stream_groups(tenant, matchers, start, end, names)
         return {sid: tuple([labels.get(n) for n in names]) for sid, labels in
                 self.select_streams(tenant, matchers, start, end).items()}
@@ -160,15 +163,9 @@ class VisibleReader(Generic[R]):
         # there), added to the others' group sums
         rest = {sid: grp for sid, grp in group_of.items()
                 if sid not in self.cutoffs and sid not in self.deletes}
-        nb = len(points) - 1
         totals = self.inner.grouped_counts(rest, points, want_bytes) if rest else {}
-        for (sid, _), (lines, sizes) in self.window_counts(affected, points,
-                                                           want_bytes).items():
-            acc = totals.setdefault((group_of[sid], ""), ([0] * nb, [0] * nb))
-            for i in range(nb):
-                acc[0][i] += lines[i]
-                acc[1][i] += sizes[i]
-        return totals
+        return add_to_groups(totals, self.window_counts(affected, points, want_bytes),
+                             group_of, len(points) - 1)
 
     def _hide_expired(self, totals: Totals, points: list[int], want_bytes: bool) -> None:
         """Buckets wholly before a stream's cutoff are emptied; the one it cuts loses the
