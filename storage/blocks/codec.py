@@ -64,11 +64,12 @@ _local = threading.local()
 
 
 def _compress(data: bytes, lines: bool = False) -> bytes:
-    c = getattr(_local, "lines_compressor" if lines else "compressor", None)
+    name = "lines_compressor" if lines else "compressor"
+    c = getattr(_local, name, None)
     if c is None:
         c = zstandard.ZstdCompressor(compression_params=LINES_ZSTD) if lines else \
             zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-        setattr(_local, "lines_compressor" if lines else "compressor", c)
+        setattr(_local, name, c)
     return c.compress(data)
 
 _metadata_decoder = msgspec.json.Decoder(dict)

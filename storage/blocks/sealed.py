@@ -335,8 +335,7 @@ class SealedBlocks:
         # windows never reads the others
         small = [(s, bloom) for s, bloom in found if bloom is not None]
         if small:
-            ok = self.filter.admits_many([s for s, _ in small], [b for _, b in small])
-            self._admitted.update(zip([s.id for s, _ in small], ok.tolist()))
+            self._admit_by([s for s, _ in small], [b for _, b in small])
         live = [s for s in self.blocks if self._admitted.get(s.id) is not False] \
             if small else self.blocks
         # the blocks windows may take rows from; some may still be ruled out when a window
@@ -369,9 +368,14 @@ class SealedBlocks:
             self._admitted.update((s.id, True) for s in fresh)
             return
         blooms = dict(_block_columns(self.conn, [s.id for s in fresh], "bloom"))
-        admitted = self.filter.admits_many(fresh, [blooms.get(s.id, b"") for s in fresh])
-        self._admitted.update(zip([s.id for s in fresh], admitted.tolist()))
+        admitted = self._admit_by(fresh, [blooms.get(s.id, b"") for s in fresh])
         self._late_rejects = self._late_rejects or not admitted.all()
+
+    def _admit_by(self, blocks: list[Summary], blooms: list[bytes]) -> np.ndarray:
+        """Records which of the blocks their summaries and Bloom filters let through."""
+        admitted = self.filter.admits_many(blocks, blooms)
+        self._admitted.update(zip([s.id for s in blocks], admitted.tolist()))
+        return admitted
 
     def estimate(self, lo: int, hi: int, stream_id: int | None = None) -> int:
         """About how many rows `rows(lo, hi, stream_id)` would bring into memory, from the
@@ -556,7 +560,7 @@ class SealedBlocks:
 # -- counts of blocks a scan holds ------------------------------------------------------
 
 def counts_in(conn: sqlite3.Connection, found: Sequence[Summary], lo: int,
-               hi: int, decoded: dict[int, Decoded] | None = None) -> tuple[int, int]:
+              hi: int, decoded: dict[int, Decoded] | None = None) -> tuple[int, int]:
     """`decoded`: blocks a scan holds decoded already (the ones its last window cut), whose
     timestamps and offsets are not read again."""
     lines = size = 0
