@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("logstore")
 
 GIL_SWITCH_INTERVAL = 0.0002  # seconds
-GC_GEN0_THRESHOLD = 20_000  # tracked allocations between young collections
 
 
 def route_modules() -> list:
@@ -55,7 +54,7 @@ def tune_process() -> None:
     # among them, walking every live object) took a fifth of the server's time while 20,000
     # new streams were pushed (7.4-7.5 s -> 6.2-6.6 s, bench/REPORT.md "Issue 22"); peak
     # RSS did not move
-    gc.set_threshold(GC_GEN0_THRESHOLD, 10, 10)
+    gc.set_threshold(memory.GC_GEN0_THRESHOLD, 10, 10)
 
 
 def create_app(cfg: Config | None = None) -> Litestar:

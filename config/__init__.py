@@ -193,6 +193,9 @@ class PatternIngesterConfig(msgspec.Struct, kw_only=True):
 class QuerierConfig(msgspec.Struct, kw_only=True):
     multi_tenant_queries_enabled: bool = False
     max_concurrent: int = 4   # reads running at once in the process (services/read/query_gate.py)
+    # processes that evaluate log and metric queries off the server's interpreter
+    # (services/read/query_pool.py); 0: on the server's reader threads
+    worker_processes: int = 2
 
 
 class QuerySchedulerConfig(msgspec.Struct, kw_only=True):
@@ -515,6 +518,8 @@ def validate(cfg: Config) -> None:
         raise ConfigError("storage.seal_grace_period must not be negative")
     if not 1 <= cfg.storage.block_max_rows <= 1_000_000:
         raise ConfigError("storage.block_max_rows must be between 1 and 1000000")
+    if not 0 <= cfg.querier.worker_processes <= 64:
+        raise ConfigError("querier.worker_processes must be between 0 and 64")
     if not 0 < cfg.server.http_listen_port < 65536:
         raise ConfigError("server.http_listen_port must be between 1 and 65535")
     if cfg.runtime_config.period <= 0:

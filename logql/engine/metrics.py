@@ -110,11 +110,28 @@ def evaluate_metric(reader: Reader, tenant: Any, expr, *, start_ns: int, end_ns:
     """
     began = time.perf_counter()
     steps = plan_steps(start_ns, end_ns, step_ns, instant)
-    max_series = getattr(limits, "max_query_series", None) or DEFAULT_MAX_SERIES
-    ev = Evaluator(reader, tenant, steps, step_ns if not instant else 0, stats, root=expr)
+    stats = stats if stats is not None else QueryStats()
+    value = evaluate_steps(reader, tenant, expr, steps, step_ns if not instant else 0, stats)
+    result = format_metric(value, steps, instant=instant, expr=expr, limits=limits,
+                           stats=stats)
+    stats.exec_time += time.perf_counter() - began
+    return result
+
+
+def evaluate_steps(reader: Reader, tenant: Any, expr, steps: list[int], step_ns: int,
+                   stats: QueryStats) -> Scalar | StepVectors:
+    """The query's value at each of `steps` (0 for `step_ns` when instant). A step's value
+    depends only on the lines of its own range, so a range query's steps may be evaluated
+    in parts, in any process, and their values concatenated (services/read/query_pool.py)."""
+    ev = Evaluator(reader, tenant, steps, step_ns, stats, root=expr)
     with reader.snapshot():
-        value = ev.eval(expr)
-    stats = ev.stats
+        return ev.eval(expr)
+
+
+def format_metric(value: Scalar | StepVectors, steps: list[int], *, instant: bool, expr,
+                  limits, stats: QueryStats) -> MetricResult:
+    """The JSON result of `evaluate_steps`' value, its series limited by `limits`."""
+    max_series = getattr(limits, "max_query_series", None) or DEFAULT_MAX_SERIES
     if isinstance(value, float):
         if instant:
             result = MetricResult("scalar", [_json_time(steps[0]), format_float(value)], stats)
@@ -126,7 +143,6 @@ def evaluate_metric(reader: Reader, tenant: Any, expr, *, start_ns: int, end_ns:
                                                      max_series), stats)
     else:
         result = MetricResult("matrix", _matrix_json(value, steps, max_series), stats)
-    stats.exec_time += time.perf_counter() - began
     stats.entries_returned += result.series_returned
     return result
 

@@ -24,24 +24,24 @@ from logql.gocompat.format import go_duration_str, prom_duration_str
 from logql.syntax import ast as A
 from logql.engine.logs import evaluate_log_query
 from logql.engine.common import series_limit_error
-from logql.engine.metrics import evaluate_metric
+from logql.engine.metrics import evaluate_metric, format_metric, plan_steps
 from logql.engine.results import QueryStats
 from services.runtime import memory
 from services.read import volume as volume_service
 from services.runtime.errors import PlainError
 from services.runtime.limits import Limits
 from services.read.query_gate import QueryGate
-from services.read.visibility import VisibleReader
+from services.read.query_pool import QueryPool, portable
+from services.read.query_worker import LogJob, StepsJob
+from services.read.readers import (Reading, Scope, Visibility, limits_snapshot, reader_for,
+                                   tenants_of)
+from services.upkeep.compactor import RetentionPolicy
+from services.upkeep.deletes import Deletions
 from storage import streams
 from storage.db import Database
-from storage.reader import LogReader
-from storage.streams import Matcher, TenantSet
+from storage.streams import Matcher
 
-Scope = str | TenantSet
-# what every read is handed: the SQLite reader, without what retention and deletes hide
-Reading = VisibleReader[LogReader]
 T = TypeVar("T")
-LONG_READ_SECONDS = 0.5
 
 
 @dataclass
@@ -76,11 +76,8 @@ def check_interval_limit(expr: Any, limit: int) -> None:
 
 class Querier:
     def __init__(self, db: Database, limits: Limits, *, max_concurrent: int = 0,
-                 max_outstanding: int = 0,
-                 cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None,
-                 retention_active: Callable[[], bool] = lambda: False,
-                 deletes_of: Callable[[str, dict[str, str]], list] | None = None,
-                 deletes_pending: Callable[[], bool] = lambda: False):
+                 max_outstanding: int = 0, retention: RetentionPolicy | None = None,
+                 deletions: Deletions | None = None, pool: QueryPool | None = None):
         self.db = db
         self.limits = limits
         self.gate = QueryGate(max_concurrent, max_outstanding,
@@ -88,13 +85,12 @@ class Querier:
         self.reads_running = 0      # on reader threads right now (what /metrics shows)
         self.reads_cancelled = 0    # stopped because whoever asked went away
         self._count_lock = threading.Lock()
-        # retention (services/upkeep/compactor.py): the oldest visible timestamp of a stream, by
-        # tenant and labels
-        self.cutoff_of = cutoff_of
-        self.retention_active = retention_active
-        # log deletion (services/upkeep/deletes.py): what pending delete requests hide, per stream
-        self.deletes_of = deletes_of
-        self.deletes_pending = deletes_pending
+        # retention (services/upkeep/compactor.py) and log deletion (services/upkeep/deletes.py):
+        # what every read must not see (services/read/readers.py)
+        self.retention = retention
+        self.deletions = deletions
+        # log and metric queries evaluated in worker processes (None: on reader threads)
+        self.pool = pool
 
     # -- the checks a read request meets before it runs -------------------------------------
     def check_entries_limit(self, tenant: Scope, limit: int) -> None:
@@ -117,23 +113,17 @@ class Querier:
                                   f"{prom_duration_str(maximum)})")
 
     # -- reads -------------------------------------------------------------------------------
-    def _reader_at(self, conn: Any, tenant: Scope, began: float) -> Reading:
-        limits = self.limits.of(tenant)
-        deadline = began + limits.query_timeout / 1e9 if limits.query_timeout > 0 else None
-        cutoff_of = self.cutoff_of
-        if limits.max_query_lookback > 0:
-            # nothing older than the lookback is read, whatever the range asks (Loki's
-            # querier clamps every selection the same way); retention may cut later still
-            floor = time.time_ns() - limits.max_query_lookback
-            retention = self.cutoff_of
+    def _visibility(self, tenant: Scope, portable: bool = False) -> Visibility:
+        """What the read must not see; `portable`: as data for a worker process."""
+        retention = self.retention is not None and self.retention.enabled
+        deletes = self.deletions.pending_of(tenants_of(tenant)) if self.deletions else ()
+        if not portable:
+            return Visibility(self.limits, retention, deletes)
+        now = self.retention.clock() if retention and self.retention else 0
+        return Visibility(limits_snapshot(self.limits, tenant), retention, deletes, now)
 
-            def cutoff_of(own: str, labels: dict[str, str]) -> int:
-                cut = retention(own, labels) if retention is not None else None
-                return floor if cut is None else max(cut, floor)
-        # without a pending delete request there is nothing to ask per stream: a read that
-        # only counts (stats) then never needs the streams' label sets
-        deletes_of = self.deletes_of if self.deletes_pending() else None
-        return VisibleReader(LogReader(conn, deadline), cutoff_of, deletes_of)
+    def _reader_at(self, conn: Any, tenant: Scope, began: float) -> Reading:
+        return reader_for(conn, tenant, self._visibility(tenant), began, self.retention)
 
     async def _read(self, tenant: Scope, fn: Callable[[Reading], T]) -> T:
         """fn(reader) on a reader thread, once the tenant's turn comes (services/read/query_gate.py).
@@ -163,7 +153,7 @@ class Querier:
                 self.reads_cancelled += 1
                 raise
             finally:
-                if time.monotonic() - began > LONG_READ_SECONDS:
+                if time.monotonic() - began > memory.LONG_READ_SECONDS:
                     memory.trim_soon()  # a long read usually held large batches and results
 
     async def query(self, tenant: Scope, expr: Any, *, start: int, end: int, limit: int,
@@ -174,6 +164,10 @@ class Querier:
         check_interval_limit(expr, limits.max_query_range)
         stats = QueryStats(queue_time=queue_time)
         submitted = time.monotonic()
+        if self.pool is not None and portable(expr):
+            return await self._pooled(tenant, expr, stats, submitted, start=start, end=end,
+                                      limit=limit, backward=backward, interval=interval,
+                                      step=step, instant=instant, categorize=categorize)
 
         def run(reader: Reading) -> QueryResult:
             stats.queue_time += time.monotonic() - submitted
@@ -187,6 +181,44 @@ class Querier:
             return QueryResult(out.result_type, out.result, stats)
 
         return await self._read(tenant, run)
+
+    async def _pooled(self, tenant: Scope, expr: Any, stats: QueryStats, submitted: float, *,
+                      start: int, end: int, limit: int, backward: bool, interval: int,
+                      step: int, instant: bool, categorize: bool) -> QueryResult:
+        """`query` evaluated by the worker processes, under the same gate as a reader
+        thread's read."""
+        assert self.pool is not None
+        limits = self.limits.of(tenant)
+        steps = None if isinstance(expr, A.LogQuery) else plan_steps(start, end, step, instant)
+        key = tenant if isinstance(tenant, str) else str(tenant)
+        async with self.gate.slot(key):
+            began = time.monotonic()
+            stats.queue_time += began - submitted
+            vis = self._visibility(tenant, portable=True)
+            with self._count_lock:
+                self.reads_running += 1
+            try:
+                if steps is None:
+                    result, done = await self.pool.log_query(LogJob(
+                        tenant, expr, start, end, limit, backward, interval, categorize),
+                        vis, began)
+                    done.queue_time = stats.queue_time
+                    return QueryResult("streams", result, done)
+                value, done = await self.pool.steps(
+                    StepsJob(tenant, expr, steps, step if not instant else 0), vis, began)
+                done.queue_time = stats.queue_time
+                out = format_metric(value, steps, instant=instant, expr=expr, limits=limits,
+                                    stats=done)
+                done.exec_time += time.monotonic() - began
+                return QueryResult(out.result_type, out.result, done)
+            except asyncio.CancelledError:
+                self.reads_cancelled += 1
+                raise
+            finally:
+                with self._count_lock:
+                    self.reads_running -= 1
+                if time.monotonic() - began > memory.LONG_READ_SECONDS:
+                    memory.trim_soon()
 
     async def history(self, tenant: str, query: A.LogQuery, start: int, end: int, limit: int,
                       categorize: bool) -> list[dict]:
@@ -208,7 +240,8 @@ class Querier:
     def _hiding(self) -> bool:
         """Whether retention or a delete request may hide whole streams from labels and
         series; if not, those come straight from the stream index."""
-        return self.retention_active() or self.deletes_pending()
+        return bool(self.retention is not None and self.retention.active
+                    or self.deletions is not None and self.deletions.active)
 
     async def label_sets(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                        end: int) -> list[dict[str, str]]:

@@ -47,6 +47,10 @@ def trim() -> None:
 # Work that allocated this much is followed by a trim: a 100 MB push body or a big query
 # result otherwise stays resident after it is freed.
 LARGE_BYTES = 8 << 20
+# a read that ran this long (seconds) usually held large batches and results: trimmed after
+LONG_READ_SECONDS = 0.5
+# tracked allocations between young collections (the server's and the query workers')
+GC_GEN0_THRESHOLD = 20_000
 _trim_pending = False
 
 

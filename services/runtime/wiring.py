@@ -30,6 +30,7 @@ from services.runtime.overrides import Overrides
 from services.patterns.patterns import Patterns
 from services.read.querier import Querier
 from services.read.query_gate import gate_collector
+from services.read.query_pool import QueryPool, pool_collector
 from services.ruler.ruler import Ruler
 from services.upkeep.sealer import Sealer
 from services.upkeep.shutdown import ShutdownControl
@@ -56,16 +57,16 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     pattern_cfg = cfg.pattern_ingester
     patterns = Patterns(db, pattern_cfg.enabled, pattern_cfg.retain_for)
     mining = patterns.enabled
-    retention = RetentionPolicy(cfg, limits)
+    retention = RetentionPolicy(cfg.compactor.retention_enabled, limits)
     # the miner's counts follow lines a delete request removed from disk
     deletions = Deletions(db, cfg, limits,
                           removed_listeners=[patterns.forget_lines] if mining else [])
+    workers = cfg.querier.worker_processes
+    query_pool = QueryPool(workers, db.path) if workers > 0 else None
     querier = Querier(
         db, limits, max_concurrent=cfg.querier.max_concurrent,
         max_outstanding=cfg.query_scheduler.max_outstanding_requests_per_tenant,
-        cutoff_of=retention.cutoff_of if retention.enabled else None,
-        retention_active=(lambda: retention.active) if retention.enabled else lambda: False,
-        deletes_of=deletions.filters_of, deletes_pending=lambda: deletions.active)
+        retention=retention, deletions=deletions, pool=query_pool)
     # head rows are mined before the sealer moves them into blocks
     sealer = Sealer(db, window_ns=st.block_window, grace_ns=st.seal_grace_period,
                     max_rows=st.block_max_rows, enabled=st.sealing_enabled,
@@ -87,7 +88,8 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
                       ingest_limits_module.collector(ingest_limits),
                       compactor_module.collector(compactor),
                       ruler_module.collector(ruler),
-                      patterns_module.collector(patterns)):
+                      patterns_module.collector(patterns),
+                      *([pool_collector(query_pool)] if query_pool else [])):
         metrics.registry.register(collector)
 
     lifecycle = [
@@ -101,6 +103,7 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
         Lifecycle(ruler.start, ruler.stop),
         Lifecycle(patterns.start, patterns.stop),
         Lifecycle(stop=tail_hub.stop),
+        *([Lifecycle(stop=query_pool.stop)] if query_pool else []),
     ]
     return Services(
         config=cfg, db=db, states=states, metrics=metrics, limits=limits,

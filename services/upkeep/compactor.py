@@ -32,8 +32,8 @@ log = logging.getLogger("logstore.compactor")
 
 
 class RetentionPolicy:
-    def __init__(self, cfg: Any, limits: Limits, clock: Callable[[], int] = time.time_ns):
-        self.enabled = cfg.compactor.retention_enabled
+    def __init__(self, enabled: bool, limits: Limits, clock: Callable[[], int] = time.time_ns):
+        self.enabled = enabled  # compactor.retention_enabled
         self.clock = clock
         self.limits = limits
         self._compiled: dict[int, tuple[Any, int, list]] = {}

@@ -12,6 +12,7 @@ compactor (services/upkeep/compactor.py) removes the lines from disk, piece by p
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import secrets
 import time
@@ -55,10 +56,30 @@ class Piece:
 
 @dataclass(frozen=True)
 class ActiveFilter:
-    matchers: tuple
+    """One piece of a pending request, as plain data: a read in a worker process is sent
+    these (services/read/readers.py) and compiles them there."""
+    tenant: str
+    query: str
     start: int
     end: int
-    pick: Callable[[str], bool]
+
+
+@functools.lru_cache(maxsize=256)
+def compiled_delete(query: str) -> tuple[tuple, Callable[[str], bool]]:
+    """A request's selector matchers and its line predicate."""
+    expr = parse_delete_query(query)
+    return tuple(expr.selector.matchers), compile_log_query(expr).pipeline.match_line
+
+
+def filters_matching(filters: Sequence[ActiveFilter], labels: dict[str, str]
+                     ) -> list[tuple[int, int, Callable[[str], bool]]]:
+    """(start, end, line predicate) of each of `filters` whose selector matches `labels`."""
+    out = []
+    for f in filters:
+        matchers, pick = compiled_delete(f.query)
+        if all(m.matches(labels.get(m.name, "")) for m in matchers):
+            out.append((f.start, f.end, pick))
+    return out
 
 
 def parse_time(text: str, what: str) -> int:
@@ -117,11 +138,12 @@ class Deletions:
 
     # -- the filter the reads apply ---------------------------------------------------------------
     def filters_of(self, tenant: str, labels: dict[str, str]) -> list[tuple[int, int, Any]]:
-        out = []
-        for f in self._filters.get(tenant, ()):
-            if all(m.matches(labels.get(m.name, "")) for m in f.matchers):
-                out.append((f.start, f.end, f.pick))
-        return out
+        return filters_matching(self._filters.get(tenant, ()), labels)
+
+    def pending_of(self, tenants: Sequence[str]) -> tuple[ActiveFilter, ...]:
+        """The pieces hiding lines of these tenants, as data."""
+        filters = self._filters
+        return tuple(f for t in tenants for f in filters.get(t, ()))
 
     @property
     def active(self) -> bool:
@@ -141,10 +163,9 @@ class Deletions:
         for p in (Piece(*r[:7], bool(r[7])) for r in rows):
             if p.processed and self.mode_of(p.tenant) == "filter-and-delete":
                 continue
-            query = parse_delete_query(p.query)
-            match = compile_log_query(query).pipeline.match_line
+            compiled_delete(p.query)  # a stored request that no longer parses fails here
             filters.setdefault(p.tenant, []).append(
-                ActiveFilter(query.selector.matchers, p.start, p.end, match))
+                ActiveFilter(p.tenant, p.query, p.start, p.end))
         self._filters = filters
 
     # -- the API --------------------------------------------------------------------------------

@@ -132,7 +132,9 @@ def loaded(tmp_path_factory, storage_state):
     from tests.conftest import matrix_client
     rnd = random.Random(11)
     with matrix_client(tmp_path_factory.mktemp("unwrap-scan") / "data",
-                       {"limits_config": {"reject_old_samples": False}},
+                       # the paths are swapped in this process: the queries run here
+                       {"limits_config": {"reject_old_samples": False},
+                        "querier": {"worker_processes": 0}},
                        storage_state) as client:
         for stream in ({"app": "a", "host": "h1"}, {"app": "a", "host": "h2"}, {"app": "a"}):
             values = []

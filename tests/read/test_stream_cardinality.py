@@ -129,7 +129,8 @@ def _reads(now: int) -> list[tuple[str, str, dict]]:
 
 CONFIG = {"auth_enabled": True,
           "storage": {"sealing_enabled": False},
-          "querier": {"multi_tenant_queries_enabled": True},
+          # the work is counted on the server's own reader connections
+          "querier": {"multi_tenant_queries_enabled": True, "worker_processes": 0},
           "limits_config": {"max_query_series": 100_000}}
 
 

@@ -115,7 +115,7 @@ def test_rules_choose_the_period():
     from services.runtime.limits import Limits
 
     cfg = config_from_dict(CONFIG)
-    policy = RetentionPolicy(cfg, Limits(cfg.limits_config))
+    policy = RetentionPolicy(cfg.compactor.retention_enabled, Limits(cfg.limits_config))
     assert {key(l): policy.period_of("fake", l) for l in STREAMS} == PERIOD
     assert policy.period_of("fake", {"app": "z", "env": "x"}) == 1 * D
 

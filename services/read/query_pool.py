@@ -1,0 +1,251 @@
+"""Query worker processes: log and metric queries evaluated on the machine's other cores.
+
+The server is one process, and Python runs one thread of it at a time: a heavy query on a
+reader thread takes the interpreter from the push path, and a one-line push waited for it
+(p99 0.5 s while four heavy quantile queries ran). `querier.worker_processes` processes
+(services/read/query_worker.py) evaluate the queries instead, over read-only connections to
+the same SQLite file; the server only sends the parsed query and receives the values. A
+range metric query with enough steps is split into contiguous parts of its steps, one per
+worker, evaluated at once and joined (a step's value depends on its own range only), so
+one heavy query uses every worker.
+
+A worker is started when a query finds every running one busy, up to the pool's size, and
+kept; each runs its jobs on threads of its own, so a small query shares a worker's time
+with a heavy one instead of queueing behind it (the query gate still bounds how many run).
+One that dies (a crash, the OOM killer) fails the queries it ran with a 500 and is
+replaced. When the caller goes away the worker is told, and the evaluation ends at its
+next check, as on a reader thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import itertools
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from logql.engine.results import QueryStats
+from services.runtime.metrics import ScrapeCollector, counter, gauge
+from services.read.query_worker import (LogJob, Request, StepsJob, read_frame,
+                                        unpack_error, write_frame)
+
+# a range query is split only when each part keeps at least this many steps
+MIN_STEPS_PER_PART = 16
+
+
+class WorkerGone(RuntimeError):
+    """The worker process ended without answering (a crash, a kill): a 500."""
+
+
+def portable(expr: Any) -> bool:
+    """Whether a parsed query can be sent to a worker: pickling recurses, and a query the
+    parser took just short of the interpreter's guard is refused there (it is evaluated
+    on a reader thread of the server instead, as before the pool)."""
+    try:
+        pickle.dumps(expr, protocol=pickle.HIGHEST_PROTOCOL)
+        return True
+    except RecursionError:
+        return False
+
+
+class WorkerProcess:
+    """One worker and the thread that reads its answers; jobs are told apart by id."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        # the same imports as the server, whether it runs from a checkout, a wheel or a pyz
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "services.read.query_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env=env, close_fds=True)
+        self.write_lock = threading.Lock()
+        self.waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
+        self.ids = itertools.count(1)
+        self.gone = False
+        threading.Thread(target=self._read_answers, daemon=True,
+                         name="logstore-query-answers").start()
+
+    @property
+    def busy(self) -> int:
+        return len(self.waiting)
+
+    def alive(self) -> bool:
+        return not self.gone and self.proc.poll() is None
+
+    def _read_answers(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        while True:
+            try:
+                frame = read_frame(stdout)
+            except (OSError, ValueError):
+                frame = None
+            if frame is None:
+                break
+            job_id, answer = pickle.loads(frame)
+            pending = self.waiting.pop(job_id, None)
+            if pending is not None:
+                loop, future = pending
+                loop.call_soon_threadsafe(_settle, future, answer, None)
+        self.gone = True
+        for job_id in list(self.waiting):
+            pending = self.waiting.pop(job_id, None)
+            if pending is not None:
+                loop, future = pending
+                loop.call_soon_threadsafe(_settle, future, None, WorkerGone(
+                    f"query worker exited ({self.proc.poll()})"))
+
+    def _send(self, job_id: int, request: Request | None) -> None:
+        frame = pickle.dumps((job_id, request), protocol=pickle.HIGHEST_PROTOCOL)
+        with self.write_lock:
+            assert self.proc.stdin is not None
+            write_frame(self.proc.stdin, frame)
+
+    async def run(self, request: Request) -> tuple:
+        """The worker's answer `(ok, value or packed error, stats)`; a caller that goes
+        away cancels the job in the worker."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future = loop.create_future()
+        job_id = next(self.ids)
+        self.waiting[job_id] = (loop, future)
+        try:
+            self._send(job_id, request)
+        except (BrokenPipeError, OSError, ValueError):
+            self.waiting.pop(job_id, None)
+            self.gone = True
+            raise WorkerGone(f"query worker exited ({self.proc.poll()})") from None
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # the job stays counted until the worker answers that it stopped
+            if job_id in self.waiting:
+                with contextlib.suppress(OSError, ValueError):
+                    self._send(job_id, None)
+            raise
+
+    def stop(self) -> None:
+        """Closing stdin ends the worker; one that does not end is killed."""
+        self.gone = True
+        with contextlib.suppress(OSError, ValueError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _settle(future: asyncio.Future, answer: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(answer)
+
+
+# the workers of this process, shared by its pools: a worker serves any database file, and
+# a process that builds many apps one after another (the test suite) starts them once
+_WORKERS: list[WorkerProcess] = []
+
+
+@atexit.register
+def _stop_workers() -> None:
+    for worker in _WORKERS:
+        worker.stop()
+
+
+class QueryPool:
+    def __init__(self, size: int, db_path: str):
+        self.size = size
+        self.db_path = db_path
+        self.started = 0      # worker processes started (what /metrics shows)
+        self.lost = 0         # of those, ended while the server ran
+
+    @property
+    def workers(self) -> list[WorkerProcess]:
+        return _WORKERS
+
+    def _least_busy(self, skip: set[int]) -> WorkerProcess:
+        """A running worker with the fewest jobs, starting one while fewer than `size`
+        run: a query is never queued behind another, it shares a worker's time."""
+        live = [w for w in _WORKERS if w.alive()]
+        if len(live) < len(_WORKERS):
+            self.lost += len(_WORKERS) - len(live)
+            _WORKERS[:] = live
+        live = live[:self.size]
+        if len(live) < self.size and all(w.busy for w in live):
+            worker = WorkerProcess()
+            self.started += 1
+            _WORKERS.append(worker)
+            return worker
+        return min((w for w in live if id(w) not in skip), key=lambda w: w.busy,
+                   default=min(live, key=lambda w: w.busy))
+
+    async def call(self, request: Request, skip: set[int] | None = None
+                   ) -> tuple[Any, QueryStats]:
+        """The job's value and stats; the job's own error raised as it was raised there."""
+        worker = self._least_busy(skip if skip is not None else set())
+        if skip is not None:
+            skip.add(id(worker))
+        ok, value, stats = await worker.run(request)
+        if not ok:
+            raise unpack_error(value)
+        return value, stats
+
+    async def log_query(self, job: LogJob, visibility: Any, began: float
+                        ) -> tuple[Any, QueryStats]:
+        return await self.call(Request(self.db_path, job, visibility, began))
+
+    async def steps(self, job: StepsJob, visibility: Any, began: float
+                    ) -> tuple[Any, QueryStats]:
+        """A metric query's values at job.steps, in parts over the workers when there are
+        enough steps; the parts' stats added up (a stream read by two parts counts once)."""
+        n = min(self.size, len(job.steps) // MIN_STEPS_PER_PART) or 1
+        if n == 1:
+            return await self.call(Request(self.db_path, job, visibility, began))
+        size = -(-len(job.steps) // n)
+        parts = [StepsJob(job.tenant, job.expr, job.steps[i:i + size], job.step_ns)
+                 for i in range(0, len(job.steps), size)]
+        used: set[int] = set()
+        answers = await asyncio.gather(*(
+            self.call(Request(self.db_path, part, visibility, began), used)
+            for part in parts))
+        stats = QueryStats()
+        for _, part_stats in answers:
+            stats.add(part_stats)
+            stats.used_rollups = stats.used_rollups or part_stats.used_rollups
+        stats.streams = max(s.streams for _, s in answers)
+        values = [v for v, _ in answers]
+        if isinstance(values[0], float):  # a number literal: one value for every step
+            return values[0], stats
+        return [vec for part in values for vec in part], stats
+
+    async def stop(self) -> None:
+        """The workers stay for a later pool of this process and end with it (their stdin
+        closes); jobs still running were cancelled with their requests."""
+
+
+__all__ = ["QueryPool", "WorkerGone", "pool_collector", "portable"]
+
+
+def pool_collector(pool: QueryPool) -> ScrapeCollector:
+    """The worker processes in /metrics."""
+    return ScrapeCollector(
+        gauge("logstore_query_workers", "Query worker processes running.",
+              lambda: sum(1 for w in pool.workers[:pool.size] if w.alive())),
+        gauge("logstore_query_worker_jobs",
+              "Evaluations running in query worker processes (a cancelled one until it "
+              "has stopped).", lambda: sum(w.busy for w in pool.workers)),
+        counter("logstore_query_workers_started", "Query worker processes started.",
+                lambda: pool.started),
+        counter("logstore_query_workers_lost",
+                "Query worker processes that ended while the server ran.",
+                lambda: pool.lost))

@@ -1,0 +1,204 @@
+"""A query worker process: `python -m services.read.query_worker`, started by
+services/read/query_pool.py.
+
+It evaluates LogQL over a read-only connection to the server's SQLite file, so a heavy query
+runs on another core and never holds the server's GIL: pushes keep their latency while it
+runs. It reads `(job id, request)` frames from stdin and writes `(job id, answer)` frames to
+stdout, each a pickle after its 4-byte length; both come from the server that started it,
+and nothing else writes to the pipe. `(job id, None)` cancels a job whose caller went away:
+its evaluation ends at its next statement or deadline check, as on a reader thread. It
+exits when stdin closes.
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import signal
+import struct
+import sys
+import traceback
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from logql.engine.logs import evaluate_log_query
+from logql.engine.metrics import evaluate_steps
+from logql.engine.results import QueryStats
+from services.read.readers import Reading, Scope, Visibility, reader_for
+from services.runtime import memory
+from storage.db import connect
+
+HEADER = struct.Struct("<I")
+OPEN_FILES = 4  # databases a worker keeps connections to (one in a server; tests have many)
+MAX_JOBS = 16   # evaluations at once (the server's query gate admits querier.max_concurrent)
+
+
+@dataclass(frozen=True)
+class LogJob:
+    tenant: Scope
+    expr: Any
+    start: int
+    end: int
+    limit: int
+    backward: bool
+    interval: int
+    categorize: bool
+
+
+@dataclass(frozen=True)
+class StepsJob:
+    """A metric query's values at `steps`: the whole query's steps, or one part of them."""
+    tenant: Scope
+    expr: Any
+    steps: list[int]
+    step_ns: int
+
+
+@dataclass(frozen=True)
+class Request:
+    db_path: str
+    job: LogJob | StepsJob
+    visibility: Visibility
+    began: float  # time.monotonic() of the server when the read began (one clock per host)
+
+
+def run(reader: Reading, job: LogJob | StepsJob, stats: QueryStats) -> Any:
+    """The job's value: a log query's JSON result, or a metric query's step values."""
+    if isinstance(job, LogJob):
+        return evaluate_log_query(reader, job.tenant, job.expr, job.start, job.end,
+                                  limit=job.limit, backward=job.backward,
+                                  interval_ns=job.interval, categorize=job.categorize,
+                                  stats=stats)
+    return evaluate_steps(reader, job.tenant, job.expr, job.steps, job.step_ns, stats)
+
+
+def write_frame(out: BinaryIO, payload: bytes) -> None:
+    out.write(HEADER.pack(len(payload)))
+    out.write(payload)
+    out.flush()
+
+
+def read_frame(inp: BinaryIO) -> bytes | None:
+    head = inp.read(HEADER.size)
+    if len(head) < HEADER.size:
+        return None
+    (size,) = HEADER.unpack(head)
+    body = inp.read(size)
+    return body if len(body) == size else None
+
+
+def pack_error(exc: BaseException) -> tuple:
+    """An exception as (class, args, attributes): the typed errors of the engine and the
+    services keep their class and fields (their status is chosen at the HTTP edge), though
+    their constructors take other arguments than `args`."""
+    # where it failed, for the server's log of an unexpected error (a 500)
+    exc.add_note("in a query worker process:\n" + traceback.format_exc().rstrip())
+    packed = (type(exc), exc.args, dict(vars(exc)))
+    try:
+        pickle.loads(pickle.dumps(packed))
+        return packed
+    except Exception:
+        return (RuntimeError, (f"{type(exc).__name__}: {exc}",), {})
+
+
+def unpack_error(packed: tuple) -> BaseException:
+    cls, args, attrs = packed
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(attrs)
+    return exc
+
+
+class Worker:
+    """Jobs run on threads of their own, as reads do on the server's reader threads: a
+    small query is not queued behind a heavy one; they share this process's interpreter,
+    never the server's."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.out_lock = threading.Lock()
+        self.local = threading.local()
+        self.conns_lock = threading.Lock()
+        self.idle_conns: dict[str, list[Any]] = {}
+        self.readings: dict[int, Reading] = {}
+        self.cancelled: set[int] = set()
+        self.threads = ThreadPoolExecutor(max_workers=MAX_JOBS,
+                                          thread_name_prefix="logstore-query")
+
+    def _take_connection(self, path: str) -> Any:
+        with self.conns_lock:
+            free = self.idle_conns.get(path)
+            if free:
+                return free.pop()
+            if path not in self.idle_conns and len(self.idle_conns) >= OPEN_FILES:
+                # a database no longer read (a test's server that stopped): let it go
+                stale = next(iter(self.idle_conns))
+                for conn in self.idle_conns.pop(stale):
+                    conn.close()
+        return connect(path, readonly=True)
+
+    def _give_back(self, path: str, conn: Any) -> None:
+        with self.conns_lock:
+            self.idle_conns.setdefault(path, []).append(conn)
+
+    def cancel(self, job_id: int) -> None:
+        with self.conns_lock:
+            reading = self.readings.get(job_id)
+            if reading is None:
+                self.cancelled.add(job_id)  # not started yet: it stops at once
+            else:
+                reading.inner.cancelled = True
+
+    def answer(self, job_id: int, request: Request) -> None:
+        began = time.monotonic()
+        stats = QueryStats()
+        conn = None
+        try:
+            conn = self._take_connection(request.db_path)
+            reading = reader_for(conn, request.job.tenant, request.visibility, request.began)
+            with self.conns_lock:
+                self.readings[job_id] = reading
+                reading.inner.cancelled = job_id in self.cancelled
+            answer = (True, run(reading, request.job, stats), stats)
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the server
+            answer = (False, pack_error(exc), stats)
+        finally:
+            with self.conns_lock:
+                self.readings.pop(job_id, None)
+                self.cancelled.discard(job_id)
+            if conn is not None:
+                if conn.in_transaction:
+                    conn.rollback()
+                self._give_back(request.db_path, conn)
+        payload = pickle.dumps((job_id, answer), protocol=pickle.HIGHEST_PROTOCOL)
+        with self.out_lock:
+            write_frame(self.out, payload)
+        del answer, payload
+        if time.monotonic() - began > memory.LONG_READ_SECONDS:
+            memory.trim_soon()  # a long read held large batches and results
+
+
+def main() -> int:
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # the pipe carries frames only
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the server, which stops us
+    memory.limit_arenas()
+    # the engine allocates as a push does: the server's young-generation threshold (app.py)
+    gc.set_threshold(memory.GC_GEN0_THRESHOLD, 10, 10)
+    worker = Worker(out)
+    while (frame := read_frame(inp)) is not None:
+        job_id, request = pickle.loads(frame)
+        if request is None:
+            worker.cancel(job_id)
+        else:
+            worker.threads.submit(worker.answer, job_id, request)
+    return 0
+
+
+if __name__ == "__main__":
+    # run as the module itself, not as __main__: the jobs unpickle as its classes
+    from services.read.query_worker import main as worker_main
+    sys.exit(worker_main())

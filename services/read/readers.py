@@ -1,0 +1,77 @@
+"""How a read sees storage: the SQLite reader under the tenant's deadline, wrapped in what
+retention, the lookback and pending delete requests hide.
+
+`Visibility` is that as plain data (the tenants' limits, whether retention is on, the
+pending delete pieces), so that a read evaluated in a query worker process
+(services/read/query_pool.py) is built by the same `reader_for` as one on a reader thread
+of the server, and hides exactly the same lines.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from services.read.visibility import VisibleReader
+from services.runtime.limits import Limits
+from services.upkeep.compactor import RetentionPolicy
+from services.upkeep.deletes import ActiveFilter, filters_matching
+from storage.reader import LogReader
+from storage.streams import TenantSet
+
+Scope = str | TenantSet
+Reading = VisibleReader[LogReader]
+
+
+@dataclass(frozen=True)
+class Visibility:
+    limits: Limits                       # at least the limits of the read's tenants
+    retention: bool                      # compactor.retention_enabled
+    deletes: tuple[ActiveFilter, ...]    # pending pieces of the read's tenants
+    now: int = 0                         # the retention clock when the read began
+
+
+def tenants_of(scope: Scope) -> tuple[str, ...]:
+    return (scope,) if isinstance(scope, str) else tuple(scope)
+
+
+def limits_snapshot(limits: Limits, scope: Scope) -> Limits:
+    """Just the limits a read of `scope` consults: what a worker process is sent."""
+    snap = Limits(limits.defaults)
+    snap.tenants = {t: limits.tenants[t] for t in tenants_of(scope) if t in limits.tenants}
+    return snap
+
+
+def reader_for(conn: Any, scope: Scope, vis: Visibility, began: float,
+               policy: RetentionPolicy | None = None) -> Reading:
+    """The reader a read of `scope` that began at `began` (time.monotonic) goes through.
+    `policy`: the server's own retention policy (its compiled rules are kept between
+    reads); a worker builds one from `vis`."""
+    limits = vis.limits.of(scope)
+    deadline = began + limits.query_timeout / 1e9 if limits.query_timeout > 0 else None
+    cutoff_of: Callable[[str, dict[str, str]], int | None] | None = None
+    if vis.retention:
+        if policy is None:
+            policy = RetentionPolicy(True, vis.limits, clock=lambda: vis.now)
+        cutoff_of = policy.cutoff_of
+    if limits.max_query_lookback > 0:
+        # nothing older than the lookback is read, whatever the range asks (Loki's
+        # querier clamps every selection the same way); retention may cut later still
+        floor = time.time_ns() - limits.max_query_lookback
+        retention = cutoff_of
+
+        def cutoff_of(own: str, labels: dict[str, str]) -> int:
+            cut = retention(own, labels) if retention is not None else None
+            return floor if cut is None else max(cut, floor)
+    deletes_of = None
+    if vis.deletes:
+        # without a pending delete request there is nothing to ask per stream: a read that
+        # only counts (stats) then never needs the streams' label sets
+        by_tenant: dict[str, list[ActiveFilter]] = {}
+        for f in vis.deletes:
+            by_tenant.setdefault(f.tenant, []).append(f)
+
+        def deletes_of(own: str, labels: dict[str, str]) -> list:
+            return filters_matching(by_tenant.get(own, ()), labels)
+    return VisibleReader(LogReader(conn, deadline), cutoff_of, deletes_of)

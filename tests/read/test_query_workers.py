@@ -1,0 +1,170 @@
+"""Log and metric queries evaluated in query worker processes (services/read/query_pool.py),
+against real servers: the answers are those of the server's own reader threads, a range
+query is split over the workers, a query whose client went away stops in its worker, and
+a worker that dies fails only its own queries and is replaced."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.read.test_query_limits import (HOUR, SLOW, _metric, _push_slow_data, _slow_query,
+                                         _wait_for)
+
+NS = 10**9
+TENANT = {"X-Scope-OrgID": "w"}
+BASE = {"auth_enabled": True, "querier": {"multi_tenant_queries_enabled": True},
+        "limits_config": {"max_query_series": 40}}
+
+
+def _push(url: str, now: int) -> None:
+    streams = []
+    for app in ("api", "web", "db"):
+        values = [[str(now - HOUR + i * 7 * NS + ord(app[0])),
+                   f'level={("info", "warn", "error")[i % 3]} app={app} n={i} '
+                   f'latency_ms={i % 97}.{i % 10} user=u{i % 50}']
+                  for i in range(500)]
+        streams.append({"stream": {"app": app, "env": "prod"}, "values": values})
+    for tenant in ("w", "other"):
+        r = httpx.post(url + "/logstore/api/v1/push", json={"streams": streams},
+                       headers={"X-Scope-OrgID": tenant})
+        assert r.status_code == 204, r.text
+
+
+def _queries(now: int) -> list[tuple[str, dict, dict]]:
+    span = {"start": str(now - HOUR), "end": str(now)}
+    return [
+        ("query_range", {"query": '{env="prod"} |= "n=4"', "limit": "50", **span}, TENANT),
+        ("query_range", {"query": '{app="api"} | logfmt | level="warn"', "limit": "20",
+                         "direction": "forward", **span}, TENANT),
+        ("query_range", {"query": 'sum by (level) (count_over_time({env="prod"} | logfmt [5m]))',
+                         "step": "60", **span}, TENANT),
+        ("query_range", {"query": 'quantile_over_time(0.9, {env="prod"} | logfmt '
+                                  '| unwrap latency_ms [10m]) by (app)', "step": "30", **span},
+         TENANT),
+        ("query_range", {"query": 'rate({app="web"}[1m]) * 60 + 1', "step": "120", **span},
+         TENANT),
+        ("query_range", {"query": "vector(3)", "step": "60", **span}, TENANT),
+        ("query", {"query": 'topk(2, sum by (app) (count_over_time({env="prod"}[1h])))',
+                   "time": str(now)}, TENANT),
+        # a multi-tenant read and a series-limit error answer the same too
+        ("query_range", {"query": 'sum by (__tenant_id__) (count_over_time({env="prod"}[5m]))',
+                         "step": "300", **span}, {"X-Scope-OrgID": "w|other"}),
+        ("query_range", {"query": 'count_over_time({env="prod"} | logfmt | keep user [5m])',
+                         "step": "300", **span}, TENANT),
+    ]
+
+
+def _answers(url: str, now: int) -> list[tuple[int, object]]:
+    out = []
+    for path, params, headers in _queries(now):
+        r = httpx.get(f"{url}/logstore/api/v1/{path}", params=params, headers=headers,
+                      timeout=60)
+        body = r.json() if r.status_code == 200 else r.text
+        if isinstance(body, dict):
+            body["data"].pop("stats", None)
+        out.append((r.status_code, body))
+    return out
+
+
+def test_workers_answer_as_the_reader_threads_do(make_server, tmp_path):
+    now = time.time_ns() - time.time_ns() % (60 * NS)
+    data = tmp_path / "data"
+    threads = make_server({**BASE, "querier": {**BASE["querier"], "worker_processes": 0}},
+                          data_dir=data)
+    _push(threads.url, now)
+    expected = _answers(threads.url, now)
+    assert "logstore_query_workers " not in httpx.get(threads.url + "/metrics").text
+    threads.stop()
+
+    workers = make_server(BASE, data_dir=data)
+    assert _metric(workers.url, "logstore_query_workers_started_total") == 0
+    got = _answers(workers.url, now)
+    # every range query of 30 steps or more was split over both workers
+    assert _metric(workers.url, "logstore_query_workers_started_total") == 2
+    assert [status for status, _ in got] == [200] * 8 + [400]
+    assert "maximum number of series (40) reached" in got[-1][1]
+    assert all(body["data"]["result"] for _, body in got[:-1]), got
+    for (query, *_), want, have in zip(_queries(now), expected, got):
+        assert have == want, query
+
+
+def test_a_query_whose_client_left_stops_in_its_worker(make_server):
+    srv = make_server({"auth_enabled": True, "limits_config": {"query_timeout": "10m"},
+                       "querier": {"worker_processes": 1}})
+    now = time.time_ns()
+    _push_slow_data(srv.url, "a", now)
+    query = httpx.Request("GET", srv.url + "/logstore/api/v1/query_range", params={
+        "query": SLOW, "start": str(now - HOUR), "end": str(now), "step": "1"}).url
+    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(f"GET {query.raw_path.decode()} HTTP/1.1\r\nHost: x\r\n"
+                     f"X-Scope-OrgID: a\r\n\r\n".encode())
+        # minutes of work, in the worker
+        _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
+    # the client went away: the evaluation ends there within moments
+    _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 0, seconds=15)
+    assert _metric(srv.url, "logstore_query_reads_cancelled_total") == 1
+    r = httpx.get(srv.url + "/logstore/api/v1/query", headers={"X-Scope-OrgID": "a"},
+                  params={"query": 'count_over_time({job="x"}[2h])', "time": str(now)})
+    assert r.json()["data"]["result"][0]["value"][1] == "20000"
+
+
+def _worker_pids(server_pid: int) -> list[int]:
+    """The query workers among the processes of the server's process group."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().split(b"\0")
+            if os.getpgid(int(entry)) != server_pid:
+                continue
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if b"services.read.query_worker" in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
+    srv = make_server({"auth_enabled": True, "limits_config": {"query_timeout": "10m"},
+                       "querier": {"worker_processes": 1}})
+    now = time.time_ns()
+    _push_slow_data(srv.url, "a", now)
+    answer: list[httpx.Response | BaseException] = []
+
+    def slow() -> None:
+        try:
+            answer.append(_slow_query(srv.url, "a", now, timeout=120))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            answer.append(exc)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    try:
+        _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
+        pids = _worker_pids(srv.proc.pid)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)
+    finally:
+        thread.join()
+    r = answer[0]
+    assert isinstance(r, httpx.Response), r
+    assert r.status_code == 500 and r.text.startswith("Internal Server Error (request id"), \
+        r.text
+    # the next query starts another worker and is answered
+    r = httpx.get(srv.url + "/logstore/api/v1/query", headers={"X-Scope-OrgID": "a"},
+                  params={"query": 'count_over_time({job="x"}[2h])', "time": str(now)})
+    assert r.status_code == 200, r.text
+    assert json.loads(r.text)["data"]["result"][0]["value"][1] == "20000"
+    assert _metric(srv.url, "logstore_query_workers_lost_total") == 1
+    assert _metric(srv.url, "logstore_query_workers_started_total") == 2
+    assert _worker_pids(srv.proc.pid) not in ([], pids)
