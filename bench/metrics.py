@@ -4,6 +4,7 @@
     .venv/bin/python bench/metrics.py --data DIR [--runs 5] [--no-report]
     .venv/bin/python bench/ingest.py --lines 1000000 --realistic --keep DIR
     .venv/bin/python bench/metrics.py --data DIR --realistic     # issue 25's queries
+    .venv/bin/python bench/metrics.py --data DIR --workers 0     # on the server's threads
 
 Every query runs as a `query_range` over the 24 h the set covers; the figure is the median
 wall time of `--runs` requests after one warm-up. Writes the section
@@ -91,13 +92,17 @@ def main() -> None:
     ap.add_argument("--realistic", action="store_true",
                     help="the queries of the realistic set (ingest.py --realistic)")
     ap.add_argument("--no-report", action="store_true")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="querier.worker_processes for the server (default: its default)")
     args = ap.parse_args()
     queries = REALISTIC_QUERIES if args.realistic else QUERIES
     data_dir = Path(args.data) / "data"
     start, end = data_range(data_dir / "logstore.db")
     end -= 1  # the newest entry itself is the end
     port = free_port()
-    proc = start_server(data_dir, port)
+    extra = ("" if args.workers is None
+             else f"querier:\n  worker_processes: {args.workers}\n")
+    proc = start_server(data_dir, port, extra)
     rows = []
     try:
         wait_for_background(data_dir / "logstore.db")
@@ -120,8 +125,11 @@ def main() -> None:
         proc.wait(timeout=30)
     shape = ("the realistic set: 30 streams of loghub, 8-field logfmt and nested JSON"
              if args.realistic else "1,000,000 lines over 24 h")
+    workers = ("" if args.workers is None
+               else f", `querier.worker_processes: {args.workers}`")
     body = (f"{machine()}; {shape} (bench/dataset.py), queried over HTTP "
-            f"through `logstore serve`; median of {args.runs} runs after a warm-up.\n\n"
+            f"through `logstore serve`{workers}; median of {args.runs} runs after a "
+            f"warm-up.\n\n"
             + table(["query", "LogQL", "step (s)", "median", "best", "series",
                      "lines counted"], rows))
     # no Loki runs here: a Loki figure written into every report would be a claim this

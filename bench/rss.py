@@ -2,6 +2,7 @@
 metric benchmarks run against it (and, when the head holds due rows, while it seals).
 
     .venv/bin/python bench/rss.py --dir DIR        # DIR as given to bench/ingest.py --keep
+    .venv/bin/python bench/rss.py --dir DIR --workers 0   # querier.worker_processes
 
 Samples the RSS of every process in the server's process group every 50 ms (ps), and prints
 the peak during start-up and background work (sealing a head that `ingest.py` left behind),
@@ -43,11 +44,14 @@ def process_rss_kb(pgid: int) -> dict[int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", required=True)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="querier.worker_processes for the server (default: its default)")
     args = ap.parse_args()
     data_dir = Path(args.dir) / "data"
     db = data_dir / "logstore.db"
     port = ingest.free_port()
-    proc = ingest.start_server(data_dir, port)
+    proc = ingest.start_server(data_dir, port, "" if args.workers is None else
+                               f"querier:\n  worker_processes: {args.workers}\n")
     pgid = os.getpgid(proc.pid)
     peak = [0]
     stop = threading.Event()
@@ -77,10 +81,13 @@ def main() -> None:
             metrics.run_query(port, q, start, end - 1, step)
         stop.set()
         sampler.join()
+        peak_per_process = process_rss_kb(pgid)
         print(f"start-up and background work ({waited:.1f} s): peak "
               f"{background_peak / 1024:.0f} MB; idle: {idle / 1024:.0f} MB "
               f"({', '.join(f'{v / 1024:.0f}' for v in per_process.values())} per process); "
-              f"peak while querying: {peak[0] / 1024:.0f} MB")
+              f"peak while querying: {peak[0] / 1024:.0f} MB; after the queries "
+              f"{', '.join(f'{v / 1024:.0f}' for v in peak_per_process.values())} MB per "
+              f"process")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
