@@ -2,9 +2,10 @@
 the push path and answers the patterns API.
 
 Like the sealer it runs beside the writer, never in it: after pushes (and every few
-seconds) it reads head entries above its high-water mark on a reader thread, runs them
-through each stream's miner (services/patterns/miner.py) there, then writes the changed
-templates, the per-10-second counts and the new mark in one short writer job. A restart
+seconds) it has head entries above its high-water mark run through each stream's miner
+(services/patterns/miner.py), in a query worker process or, without those, on a reader
+thread (services/patterns/mining.py), then writes the changed templates, the per-10-second
+counts and the new mark in one short writer job. A restart
 loads the templates back and goes on from the mark. The sealer waits for it: before each
 round it has the miner catch up and seals nothing above its mark, so no line leaves the head
 unmined. Counts older than `pattern_ingester.retain_for` (3h, Loki's default) before the
@@ -15,31 +16,30 @@ The API sums the counts of every matching stream per pattern text, in `step` buc
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import Any
 
 from services.runtime.base import cancel_task
 from services.runtime.metrics import ScrapeCollector, counter, gauge
-from services.patterns.miner import Cluster, Miner
+from services.patterns.mining import BUCKET_S, LocalMiners, WorkerMiners
 from storage import patterns as store
 from storage.entries import newest_head_id
 
 log = logging.getLogger("logstore.patterns")
-BATCH = 5000
-BUCKET_S = 10
 IDLE_SECONDS = 5.0
 FORGET_EVERY_SECONDS = 600.0
 PAUSE_FACTOR = 3.0
 
 
 class Patterns:
-    def __init__(self, db: Any, enabled: bool, retain_for_ns: int):
+    def __init__(self, db: Any, enabled: bool, retain_for_ns: int,
+                 miners: LocalMiners | WorkerMiners | None = None):
         self.db = db
         self.enabled = enabled
         self.retain_for = retain_for_ns
-        self.miners: dict[int, Miner] = {}
+        # where the templates live and the mining runs (services/patterns/mining.py)
+        self.miners = miners if miners is not None else LocalMiners(db)
         self.mined_id = 0
         self.lines_mined = 0
         self._wake = asyncio.Event()
@@ -62,13 +62,8 @@ class Patterns:
         await cancel_task(task)
 
     async def _load(self) -> None:
-        rows, mark = await self.db.read(lambda conn: (store.clusters(conn), store.mined_id(conn)))
-        per_stream: dict[int, list[Cluster]] = {}
-        for sid, cid, template, line, spans, gaps, level, _ in rows:
-            per_stream.setdefault(sid, []).append(
-                Cluster(cid, template, line, [tuple(s) for s in spans], level, 0, set(gaps)))
-        self.miners = {sid: Miner(clusters) for sid, clusters in per_stream.items()}
-        self.mined_id = mark
+        await self.miners.load()
+        self.mined_id = await self.db.read(store.mined_id)
 
     async def _run(self) -> None:
         while True:
@@ -95,47 +90,25 @@ class Patterns:
         """Mine one batch of new head entries; returns how many (0: caught up)."""
         async with self._lock:
             began = time.perf_counter()
-            done = await self.db.read(self._mine_batch)
+            done = await self.miners.mine(self.mined_id)
             if done is None:
                 return 0
-            count, changed, counts, last = done
+            count, changed, counts, last, _ = done
             await self.db.write(lambda conn: store.save(conn, changed, counts, last))
             self.mined_id = last
             self.lines_mined += count
-            # mining is CPU work under the GIL: leave pushes and queries three times as much
+            # mining is CPU work (on the server's interpreter without query workers): leave
+            # pushes and queries three times as much
             await asyncio.sleep((time.perf_counter() - began) * PAUSE_FACTOR)
             return count
 
-    def _mine_batch(self, conn: Any):
-        rows = store.new_entries(conn, self.mined_id, BATCH)
-        if not rows:
-            return None
-        changed: dict[tuple[int, int], Cluster] = {}
-        counts: dict[tuple[int, int, int], int] = {}
-        for _, sid, ts, line, metadata in rows:
-            miner = self.miners.get(sid)
-            if miner is None:
-                miner = self.miners[sid] = Miner()
-            cluster, is_changed = miner.add(line, _level(metadata))
-            if is_changed:
-                changed[(sid, cluster.id)] = cluster
-            bucket = ts // 10**9 // BUCKET_S * BUCKET_S
-            key = (sid, cluster.id, bucket)
-            counts[key] = counts.get(key, 0) + 1
-        out = [(sid, c.id, list(c.template), c.line, [list(s) for s in c.spans],
-                sorted(c.gaps), c.level, c.pattern()) for (sid, _), c in changed.items()]
-        return len(rows), out, counts, rows[-1][0]
-
     async def forget_lines(self, sid: int, rows: list[tuple[int, str]]) -> None:
         """Lines the compactor removed from disk leave the counts too."""
-        miner = self.miners.get(sid)
-        if miner is None:
-            return
+        patterns = await self.miners.match(sid, [line for _, line in rows])
         counts: dict[tuple[int, str, int], int] = {}
-        for ts, line in rows:
-            cluster = miner.match(line)
-            if cluster is not None:
-                key = (sid, cluster.pattern(), ts // 10**9 // BUCKET_S * BUCKET_S)
+        for (ts, _), pattern in zip(rows, patterns):
+            if pattern is not None:
+                key = (sid, pattern, ts // 10**9 // BUCKET_S * BUCKET_S)
                 counts[key] = counts.get(key, 0) + 1
         if counts:
             await self.db.write(lambda conn: store.uncount(conn, counts))
@@ -170,12 +143,16 @@ class Patterns:
         for pattern, level, at, count in rows:
             per.setdefault(pattern, {})[at] = count
             levels.setdefault(pattern, level)
+        by_stream: dict[int, list[tuple[int, str]]] = {}
         for sid, ts, line in hidden:
-            cluster = self.miners[sid].match(line) if sid in self.miners else None
-            series = per.get(cluster.pattern()) if cluster is not None else None
-            at = ts // 10**9 // BUCKET_S * BUCKET_S // step_s * step_s
-            if series and series.get(at, 0) > 0:
-                series[at] -= 1
+            by_stream.setdefault(sid, []).append((ts, line))
+        for sid, lines in by_stream.items():
+            patterns = await self.miners.match(sid, [line for _, line in lines])
+            for (ts, _), pattern in zip(lines, patterns):
+                series = per.get(pattern) if pattern is not None else None
+                at = ts // 10**9 // BUCKET_S * BUCKET_S // step_s * step_s
+                if series and series.get(at, 0) > 0:
+                    series[at] -= 1
         per = {p: {t: n for t, n in series.items() if n > 0} for p, series in per.items()}
         per = {p: series for p, series in per.items() if series}
         ranked = sorted(per.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
@@ -184,18 +161,9 @@ class Patterns:
                 for p, series in ranked]
 
 
-def _level(metadata: str | None) -> str:
-    if not metadata:
-        return "unknown"
-    try:
-        return json.loads(metadata).get("detected_level") or "unknown"
-    except (ValueError, AttributeError):
-        return "unknown"
-
-
 def collector(patterns: Patterns) -> ScrapeCollector:
     return ScrapeCollector(
         counter("logstore_patterns_lines_mined", "Lines the pattern miner has read.",
                 lambda: patterns.lines_mined),
         gauge("logstore_patterns_templates", "Templates the miner holds, over every stream.",
-              lambda: sum(len(m.clusters) for m in patterns.miners.values())))
+              lambda: patterns.miners.templates))

@@ -32,8 +32,8 @@ from typing import Any
 
 from logql.engine.results import QueryStats
 from services.runtime.metrics import ScrapeCollector, counter, gauge
-from services.read.query_worker import (LogJob, Request, StepsJob, read_frame,
-                                        unpack_error, write_frame)
+from services.read.query_worker import (LogJob, PatternRequest, Request, StepsJob,
+                                        read_frame, unpack_error, write_frame)
 
 # a range query is split only when each part keeps at least this many steps
 MIN_STEPS_PER_PART = 16
@@ -199,6 +199,21 @@ class QueryPool:
         if not ok:
             raise unpack_error(value)
         return value, stats
+
+    async def pattern_job(self, job: Any) -> Any:
+        """A job on the pattern miners of this pool's database, always in the first running
+        worker: the templates live there (one that replaces it loads them back)."""
+        live = [w for w in _WORKERS if w.alive()]
+        if len(live) < len(_WORKERS):
+            self.lost += len(_WORKERS) - len(live)
+            _WORKERS[:] = live
+        if not live:
+            _WORKERS.append(WorkerProcess())
+            self.started += 1
+        ok, value, _ = await _WORKERS[0].run(PatternRequest(self.db_path, job))
+        if not ok:
+            raise unpack_error(value)
+        return value
 
     async def log_query(self, job: LogJob, visibility: Any, began: float
                         ) -> tuple[Any, QueryStats]:

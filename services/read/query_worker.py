@@ -27,12 +27,14 @@ from typing import Any, BinaryIO
 from logql.engine.logs import evaluate_log_query
 from logql.engine.metrics import evaluate_steps
 from logql.engine.results import QueryStats
+from services.patterns.mining import MinerState, PatternJob, run_job
 from services.read.readers import Reading, Scope, Visibility, reader_for
 from services.runtime import memory
 from storage.db import connect
 
 HEADER = struct.Struct("<I")
 OPEN_FILES = 4  # databases a worker keeps connections to (one in a server; tests have many)
+MINED_FILES = 16  # databases a worker keeps pattern templates of (tests have many at once)
 MAX_JOBS = 16   # evaluations at once (the server's query gate admits querier.max_concurrent)
 
 
@@ -63,6 +65,13 @@ class Request:
     job: LogJob | StepsJob
     visibility: Visibility
     began: float  # time.monotonic() of the server when the read began (one clock per host)
+
+
+@dataclass(frozen=True)
+class PatternRequest:
+    """A job on the worker's pattern miners of one database (services/patterns/mining.py)."""
+    db_path: str
+    job: PatternJob
 
 
 def run(reader: Reading, job: LogJob | StepsJob, stats: QueryStats) -> Any:
@@ -124,6 +133,7 @@ class Worker:
         self.conns_lock = threading.Lock()
         self.idle_conns: dict[str, list[Any]] = {}
         self.readings: dict[int, Reading] = {}
+        self.miner_states: dict[str, MinerState] = {}
         self.cancelled: set[int] = set()
         self.threads = ThreadPoolExecutor(max_workers=MAX_JOBS,
                                           thread_name_prefix="logstore-query")
@@ -152,17 +162,32 @@ class Worker:
             else:
                 reading.inner.cancelled = True
 
-    def answer(self, job_id: int, request: Request) -> None:
+    def _miner_state(self, path: str) -> MinerState:
+        with self.conns_lock:
+            state = self.miner_states.get(path)
+            if state is None:
+                if len(self.miner_states) >= MINED_FILES:
+                    # a database no longer mined: its templates are on disk
+                    self.miner_states.pop(next(iter(self.miner_states)))
+                state = self.miner_states[path] = MinerState()
+            return state
+
+    def answer(self, job_id: int, request: Request | PatternRequest) -> None:
         began = time.monotonic()
         stats = QueryStats()
         conn = None
         try:
             conn = self._take_connection(request.db_path)
-            reading = reader_for(conn, request.job.tenant, request.visibility, request.began)
-            with self.conns_lock:
-                self.readings[job_id] = reading
-                reading.inner.cancelled = job_id in self.cancelled
-            answer = (True, run(reading, request.job, stats), stats)
+            if isinstance(request, PatternRequest):
+                value = run_job(self._miner_state(request.db_path), conn, request.job)
+                answer = (True, value, stats)
+            else:
+                reading = reader_for(conn, request.job.tenant, request.visibility,
+                                     request.began)
+                with self.conns_lock:
+                    self.readings[job_id] = reading
+                    reading.inner.cancelled = job_id in self.cancelled
+                answer = (True, run(reading, request.job, stats), stats)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the server
             answer = (False, pack_error(exc), stats)
         finally:

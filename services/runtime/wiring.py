@@ -27,6 +27,7 @@ from services.ingest.ingester import Ingester
 from services.runtime.metrics import Metrics
 from services.ingest.otlp import TenantMappers
 from services.runtime.overrides import Overrides
+from services.patterns.mining import WorkerMiners
 from services.patterns.patterns import Patterns
 from services.read.querier import Querier
 from services.read.query_gate import gate_collector
@@ -54,15 +55,17 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     ingest_limits = IngestLimits(limits.of)
     inflight_bytes = InflightBytes(cfg.distributor.max_inflight_bytes)
 
+    workers = cfg.querier.worker_processes
+    query_pool = QueryPool(workers, db.path) if workers > 0 else None
     pattern_cfg = cfg.pattern_ingester
-    patterns = Patterns(db, pattern_cfg.enabled, pattern_cfg.retain_for)
+    # with query workers, the miner's templates and work live in one of them
+    patterns = Patterns(db, pattern_cfg.enabled, pattern_cfg.retain_for,
+                        WorkerMiners(query_pool.pattern_job) if query_pool else None)
     mining = patterns.enabled
     retention = RetentionPolicy(cfg.compactor.retention_enabled, limits)
     # the miner's counts follow lines a delete request removed from disk
     deletions = Deletions(db, cfg, limits,
                           removed_listeners=[patterns.forget_lines] if mining else [])
-    workers = cfg.querier.worker_processes
-    query_pool = QueryPool(workers, db.path) if workers > 0 else None
     querier = Querier(
         db, limits, max_concurrent=cfg.querier.max_concurrent,
         max_outstanding=cfg.query_scheduler.max_outstanding_requests_per_tenant,

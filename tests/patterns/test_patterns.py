@@ -5,9 +5,13 @@ that work as `|>` filters for the lines they claim, and templates that survive a
 from __future__ import annotations
 
 import json
+import os
+import signal
 from datetime import datetime, timezone
 
 import pytest
+
+from services.patterns.mining import WorkerMiners
 
 from tests.conftest import loghub_lines
 from tests.helpers import JSON_HEADERS, PUSH, push_body
@@ -65,10 +69,21 @@ def values():
     return entries()
 
 
-def test_top_templates_with_their_counts(make_client, values):
-    c = make_client(CONFIG)
+@pytest.fixture(params=[0, 2], ids=["mined-in-server", "mined-in-worker"])
+def config(request):
+    """Every test twice: the templates held and mined on the server's reader threads, and
+    in a query worker process (services/patterns/mining.py)."""
+    return {**CONFIG, "querier": {"worker_processes": request.param}}
+
+
+def test_top_templates_with_their_counts(make_client, values, config):
+    c = make_client(config)
     push_all(c, values)
     mined(c)
+    # the state named: the templates live and were mined in a worker, or in this process
+    miners = c.app.state.services.patterns.miners
+    assert isinstance(miners, WorkerMiners) == (config["querier"]["worker_processes"] > 0)
+    assert miners.templates > 0
     data = patterns(c, values)
     got = totals(data)
     for pattern, count in TOP.items():
@@ -85,8 +100,8 @@ def test_top_templates_with_their_counts(make_client, values):
     assert totals(patterns(c, values, step="10m")) == got
 
 
-def test_a_pattern_as_a_filter_returns_the_lines_it_claims(make_client, values):
-    c = make_client(CONFIG)
+def test_a_pattern_as_a_filter_returns_the_lines_it_claims(make_client, values, config):
+    c = make_client(config)
     push_all(c, values)
     mined(c)
     hi = int(values[-1][0]) + 1
@@ -106,9 +121,9 @@ def test_a_pattern_as_a_filter_returns_the_lines_it_claims(make_client, values):
 
 
 @pytest.mark.seals_itself
-def test_patterns_survive_a_restart_and_keep_learning(make_client, tmp_path, values):
+def test_patterns_survive_a_restart_and_keep_learning(make_client, tmp_path, values, config):
     data_dir = tmp_path / "kept"
-    c = make_client(CONFIG, data_dir=data_dir)
+    c = make_client(config, data_dir=data_dir)
     half = len(values) // 2
     push_all(c, values[:half])
     assert c.post("/flush").status_code == 204  # sealed: the miner had them first
@@ -116,7 +131,7 @@ def test_patterns_survive_a_restart_and_keep_learning(make_client, tmp_path, val
     assert sum(before.values()) == half
     c.__exit__(None, None, None)
 
-    c = make_client(CONFIG, data_dir=data_dir)
+    c = make_client(config, data_dir=data_dir)
     assert totals(patterns(c, values)) == before
     push_all(c, values[half:])
     mined(c)
@@ -126,10 +141,10 @@ def test_patterns_survive_a_restart_and_keep_learning(make_client, tmp_path, val
         assert after.get(pattern) == count, pattern
 
 
-def test_disabled_and_errors(make_client, tmp_path):
+def test_disabled_and_errors(make_client, tmp_path, config):
     off = make_client({}, data_dir=tmp_path / "off")
     assert off.get(PATTERNS, params={"query": '{job="x"}'}).status_code == 404
-    c = make_client(CONFIG, data_dir=tmp_path / "on")
+    c = make_client(config, data_dir=tmp_path / "on")
     r = c.get(PATTERNS, params={"query": '{job="x"} |= "a"'})
     assert (r.status_code, r.text) == (400, "only label matchers are supported")
     r = c.get(PATTERNS, params={"query": '{job="x"}', "step": "-1"})
@@ -138,8 +153,8 @@ def test_disabled_and_errors(make_client, tmp_path):
                                                                      "data": []}
 
 
-def test_deleted_lines_leave_the_counts_at_once_and_after_compaction(make_client, values):
-    c = make_client({**CONFIG, "compactor": {"retention_enabled": True}})
+def test_deleted_lines_leave_the_counts_at_once_and_after_compaction(make_client, values, config):
+    c = make_client({**config, "compactor": {"retention_enabled": True}})
     push_all(c, values)
     mined(c)
     invalid = HEAD + "Invalid user <_> from <_>"
@@ -161,14 +176,14 @@ def test_deleted_lines_leave_the_counts_at_once_and_after_compaction(make_client
 
 
 @pytest.mark.seals_itself
-def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values):
+def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values, config):
     """The sealer waits for the miner; pushes arriving without pause must not keep it
     waiting: what was pushed before the round is mined and sealed, the rest waits."""
     import asyncio
 
     from services.ingest.ingester import RawStream
 
-    c = make_client({**CONFIG, "storage": {"block_max_rows": 100}})
+    c = make_client({**config, "storage": {"block_max_rows": 100}})
     ctx = c.app.state.services
     sealer, ingester = ctx.sealer, ctx.ingester
     first = values[:1000]
@@ -204,3 +219,39 @@ def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values):
     r = c.get("/logstore/api/v1/query", params={
         "query": 'sum(count_over_time({job="openssh"}[1000d]))', "time": str(int(values[-1][0]) + H)})
     assert int(r.json()["data"]["result"][0]["value"][1]) == 1000 + pushed
+
+
+def _query_workers_of_this_process() -> list[int]:
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rpartition(")")[2].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (FileNotFoundError, ProcessLookupError, NotADirectoryError, ValueError):
+            continue
+        if ppid == os.getpid() and b"services.read.query_worker" in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+def test_a_killed_worker_loses_no_template(make_client, values):
+    """The templates live in a worker: one killed between two batches is replaced, the new
+    one loads them from the database, and the counts go on as if nothing happened."""
+    c = make_client({**CONFIG, "querier": {"worker_processes": 1}})
+    half = len(values) // 2
+    push_all(c, values[:half])
+    mined(c)
+    pids = _query_workers_of_this_process()
+    assert pids, "no worker held the templates"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    push_all(c, values[half:])
+    mined(c)
+    assert _query_workers_of_this_process() not in ([], pids)
+    got = totals(patterns(c, values))
+    assert sum(got.values()) == len(values)
+    for pattern, count in TOP.items():
+        assert got.get(pattern) == count, pattern
