@@ -2,6 +2,7 @@
 soak's config plus any extra YAML (to compare settings), while two pushers run.
 
     .venv/bin/python bench/push_latency.py ["storage:\\n  sealing_enabled: false\\n"]
+    .venv/bin/python bench/push_latency.py --gil-profile=/tmp/idle.txt   # py-spy --gil, idle
 
 Pushes the soak's 300k heavy lines, starts bench/soak.py's two pushers, waits 30 s, probes a
 one-line push every 10 ms for 20 s, then again for 20 s while four heavy quantile_over_time
@@ -12,6 +13,7 @@ query time.
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -25,7 +27,10 @@ from ingest import free_port, start_server  # noqa: E402
 
 
 def main() -> None:
-    extra = sys.argv[1].replace("\\n", "\n") if len(sys.argv) > 1 else ""
+    args = [a for a in sys.argv[1:] if not a.startswith("--gil-profile=")]
+    profile = next((a.split("=", 1)[1] for a in sys.argv[1:]
+                    if a.startswith("--gil-profile=")), None)
+    extra = args[0].replace("\\n", "\n") if args else ""
     work = Path(tempfile.mkdtemp(prefix="push-latency-"))
     (work / "data").mkdir()
     port = free_port()
@@ -38,7 +43,18 @@ def main() -> None:
         for p in pushers:
             p.start()
         time.sleep(30)
+        spy = None
+        if profile:
+            # which threads hold the GIL while the idle probes run: the granian worker's
+            spy = subprocess.Popen(
+                [str(Path(sys.executable).parent / "py-spy"), "record", "--gil", "-r", "200",
+                 "-d", "20", "-f", "raw", "-o", profile, "-p",
+                 subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                text=True).stdout.split()[0]],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         idle = soak.probe_latency(url, 20)
+        if spy is not None:
+            spy.wait()
         heavy: list[float] = []
         queries = threading.Thread(target=lambda: heavy.extend(soak.heavy_queries(url, 25)))
         queries.start()

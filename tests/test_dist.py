@@ -101,6 +101,14 @@ def test_pyz_serves(pyz, shiv_root, tmp_path):
         assert httpx.post(url + "/logstore/api/v1/push", json=body).status_code == 204
         r = httpx.get(url + "/logstore/api/v1/label/app/values")
         assert r.json() == {"status": "success", "data": ["pyz"]}
+        # queries run in worker processes the pyz starts (a 60-step range: split over two)
+        r = httpx.get(url + "/logstore/api/v1/query_range", params={
+            "query": 'count_over_time({app="pyz"}[1h])', "start": str(now_ns() - 3600 * 10**9),
+            "end": str(now_ns() + 10**9), "step": "60"}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["data"]["result"][0]["values"][-1][1] == "1"
+        metrics = httpx.get(url + "/metrics").text
+        assert "\nlogstore_query_workers_started_total 2.0\n" in metrics, metrics[-2000:]
         # the web page's files are package data: the pyz carries them
         page = httpx.get(url + "/")
         assert page.status_code == 200 and 'src="ui/app.js"' in page.text

@@ -45,6 +45,22 @@ def _metric(url: str, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
+def in_thread(fn) -> tuple[threading.Thread, list]:
+    """fn() started on a thread; the list gets what it returned or raised, which the test's
+    own thread then checks (an assertion inside a thread would be lost)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
 def _wait_for(predicate, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -74,21 +90,16 @@ def test_too_many_outstanding_reads_of_one_tenant_answer_429(make_server):
     now = time.time_ns()
     _push_slow_data(srv.url, "a", now)
     _push_slow_data(srv.url, "b", now, n=10)
-    outcome: list[BaseException | str] = []
 
-    def slow_query() -> None:
-        # the slow read must time out on the client; whatever else happens is re-raised
-        # in the test's thread below (an assertion inside a thread would be lost)
+    def slow_query() -> str:
+        # the slow read must time out on the client
         try:
             _slow_query(srv.url, "a", now, 20)
-            outcome.append("the slow query answered instead of timing out")
+            return "the slow query answered instead of timing out"
         except httpx.ReadTimeout:
-            outcome.append("timed out")
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-            outcome.append(exc)
+            return "timed out"
 
-    slow = threading.Thread(target=slow_query)
-    slow.start()
+    slow, outcome = in_thread(slow_query)
     try:
         _wait_for(lambda: _metric(srv.url, "logstore_query_reads_running") == 1)
         r = httpx.get(srv.url + "/logstore/api/v1/query", params={"query": 'count_over_time({job="x"}[1m])'},

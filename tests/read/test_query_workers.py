@@ -9,14 +9,13 @@ import json
 import os
 import signal
 import socket
-import threading
 import time
 
 import httpx
 import pytest
 
 from tests.read.test_query_limits import (HOUR, SLOW, _metric, _push_slow_data, _slow_query,
-                                         _wait_for)
+                                         _wait_for, in_thread)
 
 NS = 10**9
 TENANT = {"X-Scope-OrgID": "w"}
@@ -139,16 +138,7 @@ def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
                        "querier": {"worker_processes": 1}})
     now = time.time_ns()
     _push_slow_data(srv.url, "a", now)
-    answer: list[httpx.Response | BaseException] = []
-
-    def slow() -> None:
-        try:
-            answer.append(_slow_query(srv.url, "a", now, timeout=120))
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
-            answer.append(exc)
-
-    thread = threading.Thread(target=slow)
-    thread.start()
+    thread, answer = in_thread(lambda: _slow_query(srv.url, "a", now, timeout=120))
     try:
         _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
         pids = _worker_pids(srv.proc.pid)
