@@ -252,7 +252,12 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep each data set under KEEP/N and read it "
                     "again on the next run instead of pushing (for profiling)")
     ap.add_argument("--no-report", action="store_true")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="querier.worker_processes for the server (default: its default)")
     args = ap.parse_args()
+    global CONFIG
+    if args.workers is not None:
+        CONFIG += f"querier:\n  worker_processes: {args.workers}\n"
     results = [run_one(n, args.runs, args.churn, args.only, args.profile, args.keep)
                for n in args.streams]
     names = list(results[0]["reads"])
