@@ -88,11 +88,16 @@ class WorkerProcess:
                 frame = None
             if frame is None:
                 break
-            job_id, answer = pickle.loads(frame)
+            job_id, payload = frame
             pending = self.waiting.pop(job_id, None)
-            if pending is not None:
-                loop, future = pending
-                loop.call_soon_threadsafe(_settle, future, answer, None)
+            if pending is None:
+                continue  # a job whose caller went away and was told to stop
+            loop, future = pending
+            try:
+                answer, error = pickle.loads(payload), None
+            except Exception as exc:  # noqa: BLE001 - fails its own job only
+                answer, error = None, WorkerGone(f"query worker answer unreadable: {exc!r}")
+            loop.call_soon_threadsafe(_settle, future, answer, error)
         self.gone = True
         for job_id in list(self.waiting):
             pending = self.waiting.pop(job_id, None)
@@ -101,13 +106,15 @@ class WorkerProcess:
                 loop.call_soon_threadsafe(_settle, future, None, WorkerGone(
                     f"query worker exited ({self.proc.poll()})"))
 
-    def _send(self, job_id: int, request: Request | None) -> None:
-        frame = pickle.dumps((job_id, request), protocol=pickle.HIGHEST_PROTOCOL)
+    def _send(self, job_id: int, request: Request | PatternRequest | None) -> None:
+        """The request, or None: stop that job."""
+        payload = b"" if request is None else pickle.dumps(
+            request, protocol=pickle.HIGHEST_PROTOCOL)
         with self.write_lock:
             assert self.proc.stdin is not None
-            write_frame(self.proc.stdin, frame)
+            write_frame(self.proc.stdin, job_id, payload)
 
-    async def run(self, request: Request) -> tuple:
+    async def run(self, request: Request | PatternRequest) -> tuple:
         """The worker's answer `(ok, value or packed error, stats)`; a caller that goes
         away cancels the job in the worker."""
         loop = asyncio.get_running_loop()

@@ -3,9 +3,9 @@ services/read/query_pool.py.
 
 It evaluates LogQL over a read-only connection to the server's SQLite file, so a heavy query
 runs on another core and never holds the server's GIL: pushes keep their latency while it
-runs. It reads `(job id, request)` frames from stdin and writes `(job id, answer)` frames to
-stdout, each a pickle after its 4-byte length; both come from the server that started it,
-and nothing else writes to the pipe. `(job id, None)` cancels a job whose caller went away:
+runs. It reads request frames from stdin and writes answer frames to stdout, each a pickle
+after its length and its job id; both come from the server that started it, and nothing
+else writes to the pipe. An empty frame cancels the job whose caller went away:
 its evaluation ends at its next statement or deadline check, as on a reader thread. It
 exits when stdin closes.
 """
@@ -32,7 +32,7 @@ from services.read.readers import Reading, Scope, Visibility, reader_for
 from services.runtime import memory
 from storage.db import connect
 
-HEADER = struct.Struct("<I")
+HEADER = struct.Struct("<IQ")  # payload length, job id
 OPEN_FILES = 4  # databases a worker keeps connections to (one in a server; tests have many)
 MINED_FILES = 16  # databases a worker keeps pattern templates of (tests have many at once)
 MAX_JOBS = 16   # evaluations at once (the server's query gate admits querier.max_concurrent)
@@ -84,19 +84,21 @@ def run(reader: Reading, job: LogJob | StepsJob, stats: QueryStats) -> Any:
     return evaluate_steps(reader, job.tenant, job.expr, job.steps, job.step_ns, stats)
 
 
-def write_frame(out: BinaryIO, payload: bytes) -> None:
-    out.write(HEADER.pack(len(payload)))
+def write_frame(out: BinaryIO, job_id: int, payload: bytes) -> None:
+    out.write(HEADER.pack(len(payload), job_id))
     out.write(payload)
     out.flush()
 
 
-def read_frame(inp: BinaryIO) -> bytes | None:
+def read_frame(inp: BinaryIO) -> tuple[int, bytes] | None:
+    """(job id, pickle) of the next frame; None when the pipe closed. The id is outside
+    the pickle, so a payload that does not unpickle still fails only its own job."""
     head = inp.read(HEADER.size)
     if len(head) < HEADER.size:
         return None
-    (size,) = HEADER.unpack(head)
+    size, job_id = HEADER.unpack(head)
     body = inp.read(size)
-    return body if len(body) == size else None
+    return (job_id, body) if len(body) == size else None
 
 
 def pack_error(exc: BaseException) -> tuple:
@@ -172,11 +174,13 @@ class Worker:
                 state = self.miner_states[path] = MinerState()
             return state
 
-    def answer(self, job_id: int, request: Request | PatternRequest) -> None:
+    def answer(self, job_id: int, frame: bytes) -> None:
         began = time.monotonic()
         stats = QueryStats()
         conn = None
+        request: Request | PatternRequest | None = None
         try:
+            request = pickle.loads(frame)
             conn = self._take_connection(request.db_path)
             if isinstance(request, PatternRequest):
                 value = run_job(self._miner_state(request.db_path), conn, request.job)
@@ -194,13 +198,16 @@ class Worker:
             with self.conns_lock:
                 self.readings.pop(job_id, None)
                 self.cancelled.discard(job_id)
-            if conn is not None:
+            if conn is not None and request is not None:
                 if conn.in_transaction:
                     conn.rollback()
                 self._give_back(request.db_path, conn)
-        payload = pickle.dumps((job_id, answer), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            payload = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - a value that does not pickle fails its job
+            payload = pickle.dumps((False, pack_error(exc), stats))
         with self.out_lock:
-            write_frame(self.out, payload)
+            write_frame(self.out, job_id, payload)
         del answer, payload
         if time.monotonic() - began > memory.LONG_READ_SECONDS:
             memory.trim_soon()  # a long read held large batches and results
@@ -215,11 +222,11 @@ def main() -> int:
     gc.set_threshold(memory.GC_GEN0_THRESHOLD, 10, 10)
     worker = Worker(out)
     while (frame := read_frame(inp)) is not None:
-        job_id, request = pickle.loads(frame)
-        if request is None:
+        job_id, payload = frame
+        if not payload:
             worker.cancel(job_id)
         else:
-            worker.threads.submit(worker.answer, job_id, request)
+            worker.threads.submit(worker.answer, job_id, payload)
     return 0
 
 
