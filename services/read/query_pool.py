@@ -97,13 +97,13 @@ class WorkerProcess:
                 answer, error = pickle.loads(payload), None
             except Exception as exc:  # noqa: BLE001 - fails its own job only
                 answer, error = None, WorkerGone(f"query worker answer unreadable: {exc!r}")
-            loop.call_soon_threadsafe(_settle, future, answer, error)
+            _settle_soon(loop, future, answer, error)
         self.gone = True
         for job_id in list(self.waiting):
             pending = self.waiting.pop(job_id, None)
             if pending is not None:
                 loop, future = pending
-                loop.call_soon_threadsafe(_settle, future, None, WorkerGone(
+                _settle_soon(loop, future, None, WorkerGone(
                     f"query worker exited ({self.proc.poll()})"))
 
     def _send(self, job_id: int, request: Request | PatternRequest | None) -> None:
@@ -147,6 +147,16 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def _settle_soon(loop: asyncio.AbstractEventLoop, future: asyncio.Future, answer: Any,
+                 error: BaseException | None) -> None:
+    """Resolve the future on its loop's thread; a loop already closed (the app that asked
+    has stopped, its cancelled job finished later) has no one waiting."""
+    try:
+        loop.call_soon_threadsafe(_settle, future, answer, error)
+    except RuntimeError:
+        pass
 
 
 def _settle(future: asyncio.Future, answer: Any, error: BaseException | None) -> None:
