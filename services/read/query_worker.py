@@ -131,12 +131,12 @@ class Worker:
     def __init__(self, out: BinaryIO) -> None:
         self.out = out
         self.out_lock = threading.Lock()
-        self.local = threading.local()
         self.conns_lock = threading.Lock()
         self.idle_conns: dict[str, list[Any]] = {}
         self.readings: dict[int, Reading] = {}
         self.miner_states: dict[str, MinerState] = {}
-        self.cancelled: set[int] = set()
+        self.queued: set[int] = set()     # jobs received and not yet answered
+        self.cancelled: set[int] = set()  # of those, the ones to stop as soon as they start
         self.threads = ThreadPoolExecutor(max_workers=MAX_JOBS,
                                           thread_name_prefix="logstore-query")
 
@@ -156,13 +156,19 @@ class Worker:
         with self.conns_lock:
             self.idle_conns.setdefault(path, []).append(conn)
 
+    def submit(self, job_id: int, payload: bytes) -> None:
+        with self.conns_lock:
+            self.queued.add(job_id)
+        self.threads.submit(self.answer, job_id, payload)
+
     def cancel(self, job_id: int) -> None:
         with self.conns_lock:
             reading = self.readings.get(job_id)
-            if reading is None:
-                self.cancelled.add(job_id)  # not started yet: it stops at once
-            else:
+            if reading is not None:
                 reading.inner.cancelled = True
+            elif job_id in self.queued:
+                self.cancelled.add(job_id)  # not started yet: it stops at once
+            # else answered already: the server drops the answer
 
     def _miner_state(self, path: str) -> MinerState:
         with self.conns_lock:
@@ -198,6 +204,7 @@ class Worker:
             with self.conns_lock:
                 self.readings.pop(job_id, None)
                 self.cancelled.discard(job_id)
+                self.queued.discard(job_id)
             if conn is not None and request is not None:
                 if conn.in_transaction:
                     conn.rollback()
@@ -226,7 +233,7 @@ def main() -> int:
         if not payload:
             worker.cancel(job_id)
         else:
-            worker.threads.submit(worker.answer, job_id, payload)
+            worker.submit(job_id, payload)
     return 0
 
 
