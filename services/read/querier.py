@@ -13,11 +13,12 @@ each is chosen once, in routes/errors.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, AsyncIterator, Callable, Iterator, Sequence, TypeVar
 
 from logql.errors import QueryError
 from logql.gocompat.format import go_duration_str, prom_duration_str
@@ -125,36 +126,53 @@ class Querier:
     def _reader_at(self, conn: Any, tenant: Scope, began: float) -> Reading:
         return reader_for(conn, tenant, self._visibility(tenant), began, self.retention)
 
-    async def _read(self, tenant: Scope, fn: Callable[[Reading], T]) -> T:
-        """fn(reader) on a reader thread, once the tenant's turn comes (services/read/query_gate.py).
-        When the caller goes away (the client disconnected, the server stops) the read is
-        stopped at its next statement or deadline check, not left to run to the end."""
-        readers: list[Reading] = []
-
-        def run(conn: Any) -> T:
-            reader = self._reader_at(conn, tenant, time.monotonic())
-            readers.append(reader)
-            with self._count_lock:
-                self.reads_running += 1
-            try:
-                return fn(reader)
-            finally:
-                with self._count_lock:
-                    self.reads_running -= 1
-
+    @contextlib.asynccontextmanager
+    async def _turn(self, tenant: Scope,
+                    on_cancel: Callable[[], None] = lambda: None) -> AsyncIterator[float]:
+        """The tenant's turn at the gate (services/read/query_gate.py); yields when the read
+        began. A caller that goes away (the client disconnected, the server stops) is
+        counted, and `on_cancel` stops its read; a long read is followed by a trim."""
         key = tenant if isinstance(tenant, str) else str(tenant)
         async with self.gate.slot(key):
             began = time.monotonic()
             try:
-                return await self.db.read(run)
+                yield began
             except asyncio.CancelledError:
-                for reader in readers:
-                    reader.inner.cancelled = True
+                on_cancel()
                 self.reads_cancelled += 1
                 raise
             finally:
                 if time.monotonic() - began > memory.LONG_READ_SECONDS:
                     memory.trim_soon()  # a long read usually held large batches and results
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[None]:
+        with self._count_lock:
+            self.reads_running += 1
+        try:
+            yield
+        finally:
+            with self._count_lock:
+                self.reads_running -= 1
+
+    async def _read(self, tenant: Scope, fn: Callable[[Reading], T]) -> T:
+        """fn(reader) on a reader thread, once the tenant's turn comes. When the caller goes
+        away the read is stopped at its next statement or deadline check, not left to run
+        to the end."""
+        readers: list[Reading] = []
+
+        def run(conn: Any) -> T:
+            reader = self._reader_at(conn, tenant, time.monotonic())
+            readers.append(reader)
+            with self._running():
+                return fn(reader)
+
+        def cancel() -> None:
+            for reader in readers:
+                reader.inner.cancelled = True
+
+        async with self._turn(tenant, cancel):
+            return await self.db.read(run)
 
     async def query(self, tenant: Scope, expr: Any, *, start: int, end: int, limit: int,
                     backward: bool, interval: int = 0, step: int = 0, instant: bool = False,
@@ -165,9 +183,10 @@ class Querier:
         stats = QueryStats(queue_time=queue_time)
         submitted = time.monotonic()
         if self.pool is not None and portable(expr):
-            return await self._pooled(tenant, expr, stats, submitted, start=start, end=end,
-                                      limit=limit, backward=backward, interval=interval,
-                                      step=step, instant=instant, categorize=categorize)
+            return await self._pooled(tenant, expr, limits, stats, submitted, start=start,
+                                      end=end, limit=limit, backward=backward,
+                                      interval=interval, step=step, instant=instant,
+                                      categorize=categorize)
 
         def run(reader: Reading) -> QueryResult:
             stats.queue_time += time.monotonic() - submitted
@@ -182,43 +201,31 @@ class Querier:
 
         return await self._read(tenant, run)
 
-    async def _pooled(self, tenant: Scope, expr: Any, stats: QueryStats, submitted: float, *,
-                      start: int, end: int, limit: int, backward: bool, interval: int,
-                      step: int, instant: bool, categorize: bool) -> QueryResult:
+    async def _pooled(self, tenant: Scope, expr: Any, limits: Any, stats: QueryStats,
+                      submitted: float, *, start: int, end: int, limit: int, backward: bool,
+                      interval: int, step: int, instant: bool,
+                      categorize: bool) -> QueryResult:
         """`query` evaluated by the worker processes, under the same gate as a reader
-        thread's read."""
+        thread's read (the worker is told when the caller goes away)."""
         assert self.pool is not None
-        limits = self.limits.of(tenant)
         steps = None if isinstance(expr, A.LogQuery) else plan_steps(start, end, step, instant)
-        key = tenant if isinstance(tenant, str) else str(tenant)
-        async with self.gate.slot(key):
-            began = time.monotonic()
-            stats.queue_time += began - submitted
+        async with self._turn(tenant) as began:
+            queue_time = stats.queue_time + began - submitted
             vis = self._visibility(tenant, portable=True)
-            with self._count_lock:
-                self.reads_running += 1
-            try:
+            with self._running():
                 if steps is None:
                     result, done = await self.pool.log_query(LogJob(
                         tenant, expr, start, end, limit, backward, interval, categorize),
                         vis, began)
-                    done.queue_time = stats.queue_time
+                    done.queue_time = queue_time
                     return QueryResult("streams", result, done)
                 value, done = await self.pool.steps(
                     StepsJob(tenant, expr, steps, step if not instant else 0), vis, began)
-                done.queue_time = stats.queue_time
-                out = format_metric(value, steps, instant=instant, expr=expr, limits=limits,
-                                    stats=done)
-                done.exec_time += time.monotonic() - began
-                return QueryResult(out.result_type, out.result, done)
-            except asyncio.CancelledError:
-                self.reads_cancelled += 1
-                raise
-            finally:
-                with self._count_lock:
-                    self.reads_running -= 1
-                if time.monotonic() - began > memory.LONG_READ_SECONDS:
-                    memory.trim_soon()
+            done.queue_time = queue_time
+            out = format_metric(value, steps, instant=instant, expr=expr, limits=limits,
+                                stats=done)
+            done.exec_time += time.monotonic() - began
+            return QueryResult(out.result_type, out.result, done)
 
     async def history(self, tenant: str, query: A.LogQuery, start: int, end: int, limit: int,
                       categorize: bool) -> list[dict]:

@@ -1,9 +1,10 @@
 """Log deletion (spec/http-api.md section 14): requests, query-time filtering, physical removal.
 
 A request (`{app="a"} |= "token"`, start, end) is stored per tenant and, from the moment it
-is accepted, hides the lines it names from every read: `filters_of(tenant, labels)` gives
-every read (services/read/visibility.py) the (start, end, line predicate) of each active piece
-whose selector matches a stream. After `compactor.delete_request_cancel_period` the
+is accepted, hides the lines it names from every read: `pending_of(tenants)` gives a read
+the active pieces of its tenants, and `filters_matching` the (start, end, line predicate)
+of each whose selector matches a stream (services/read/readers.py,
+services/read/visibility.py). After `compactor.delete_request_cancel_period` the
 compactor (services/upkeep/compactor.py) removes the lines from disk, piece by piece
 (storage/deletes.py), marks the piece processed and stops filtering it. With
 `limits_config.deletion_mode: filter-only` nothing is removed and the filter stays.
@@ -137,9 +138,6 @@ class Deletions:
             raise _bad("Retention is not enabled")
 
     # -- the filter the reads apply ---------------------------------------------------------------
-    def filters_of(self, tenant: str, labels: dict[str, str]) -> list[tuple[int, int, Any]]:
-        return filters_matching(self._filters.get(tenant, ()), labels)
-
     def pending_of(self, tenants: Sequence[str]) -> tuple[ActiveFilter, ...]:
         """The pieces hiding lines of these tenants, as data."""
         filters = self._filters
