@@ -190,46 +190,52 @@ class QueryPool:
     def workers(self) -> list[WorkerProcess]:
         return _WORKERS
 
-    def _least_busy(self, skip: set[int]) -> WorkerProcess:
-        """A running worker with the fewest jobs, starting one while fewer than `size`
-        run: a query is never queued behind another, it shares a worker's time."""
+    def _live(self) -> list[WorkerProcess]:
+        """The running workers; the ones that ended are counted as lost and let go."""
         live = [w for w in _WORKERS if w.alive()]
         if len(live) < len(_WORKERS):
             self.lost += len(_WORKERS) - len(live)
             _WORKERS[:] = live
-        live = live[:self.size]
+        return live
+
+    def _start(self) -> WorkerProcess:
+        worker = WorkerProcess()
+        self.started += 1
+        _WORKERS.append(worker)
+        return worker
+
+    def _least_busy(self, skip: set[int]) -> WorkerProcess:
+        """A running worker with the fewest jobs, starting one while fewer than `size`
+        run: a query is never queued behind another, it shares a worker's time."""
+        live = self._live()[:self.size]
         if len(live) < self.size and all(w.busy for w in live):
-            worker = WorkerProcess()
-            self.started += 1
-            _WORKERS.append(worker)
-            return worker
+            return self._start()
         return min((w for w in live if id(w) not in skip), key=lambda w: w.busy,
                    default=min(live, key=lambda w: w.busy))
 
-    async def call(self, request: Request, skip: set[int] | None = None
-                   ) -> tuple[Any, QueryStats]:
+    @staticmethod
+    async def _answer(worker: WorkerProcess, request: Request | PatternRequest
+                      ) -> tuple[Any, QueryStats]:
         """The job's value and stats; the job's own error raised as it was raised there."""
-        worker = self._least_busy(skip if skip is not None else set())
-        if skip is not None:
-            skip.add(id(worker))
         ok, value, stats = await worker.run(request)
         if not ok:
             raise unpack_error(value)
         return value, stats
 
+    async def call(self, request: Request, skip: set[int] | None = None
+                   ) -> tuple[Any, QueryStats]:
+        """A query job on the least busy worker (one not in `skip`, which gets it added)."""
+        worker = self._least_busy(skip if skip is not None else set())
+        if skip is not None:
+            skip.add(id(worker))
+        return await self._answer(worker, request)
+
     async def pattern_job(self, job: Any) -> Any:
         """A job on the pattern miners of this pool's database, always in the first running
         worker: the templates live there (one that replaces it loads them back)."""
-        live = [w for w in _WORKERS if w.alive()]
-        if len(live) < len(_WORKERS):
-            self.lost += len(_WORKERS) - len(live)
-            _WORKERS[:] = live
-        if not live:
-            _WORKERS.append(WorkerProcess())
-            self.started += 1
-        ok, value, _ = await _WORKERS[0].run(PatternRequest(self.db_path, job))
-        if not ok:
-            raise unpack_error(value)
+        live = self._live()
+        value, _ = await self._answer(live[0] if live else self._start(),
+                                      PatternRequest(self.db_path, job))
         return value
 
     async def log_query(self, job: LogJob, visibility: Any, began: float
