@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from background import wait_for_background  # noqa: E402
-from ingest import free_port, start_server  # noqa: E402
+from ingest import add_workers_flag, free_port, start_server, workers_config  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
 TENANT = "bench"
@@ -252,12 +252,10 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep each data set under KEEP/N and read it "
                     "again on the next run instead of pushing (for profiling)")
     ap.add_argument("--no-report", action="store_true")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="querier.worker_processes for the server (default: its default)")
+    add_workers_flag(ap)
     args = ap.parse_args()
     global CONFIG
-    if args.workers is not None:
-        CONFIG += f"querier:\n  worker_processes: {args.workers}\n"
+    CONFIG += workers_config(args.workers)
     results = [run_one(n, args.runs, args.churn, args.only, args.profile, args.keep)
                for n in args.streams]
     names = list(results[0]["reads"])

@@ -41,6 +41,17 @@ OTLP_INDEX_ALL = ("limits_config:\n  otlp_config:\n    resource_attributes:\n"
                   "          regex: \".*\"\n")
 
 
+def add_workers_flag(ap) -> None:
+    """`--workers N`: the server's querier.worker_processes (see workers_config)."""
+    ap.add_argument("--workers", type=int, default=None,
+                    help="querier.worker_processes for the server (default: its default)")
+
+
+def workers_config(workers: int | None) -> str:
+    """The YAML a --workers flag adds to the server's config ("" for the default)."""
+    return "" if workers is None else f"querier:\n  worker_processes: {workers}\n"
+
+
 def start_server(data_dir: Path, port: int, extra: str = "") -> subprocess.Popen:
     cfg = data_dir.parent / "bench-config.yaml"
     cfg.write_text(f"common:\n  path_prefix: {data_dir}\nserver:\n  log_level: warn\n{extra}")

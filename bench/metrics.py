@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ingest import free_port, start_server  # noqa: E402
+from ingest import add_workers_flag, free_port, start_server, workers_config  # noqa: E402
 from background import data_range, wait_for_background  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
@@ -92,17 +92,14 @@ def main() -> None:
     ap.add_argument("--realistic", action="store_true",
                     help="the queries of the realistic set (ingest.py --realistic)")
     ap.add_argument("--no-report", action="store_true")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="querier.worker_processes for the server (default: its default)")
+    add_workers_flag(ap)
     args = ap.parse_args()
     queries = REALISTIC_QUERIES if args.realistic else QUERIES
     data_dir = Path(args.data) / "data"
     start, end = data_range(data_dir / "logstore.db")
     end -= 1  # the newest entry itself is the end
     port = free_port()
-    extra = ("" if args.workers is None
-             else f"querier:\n  worker_processes: {args.workers}\n")
-    proc = start_server(data_dir, port, extra)
+    proc = start_server(data_dir, port, workers_config(args.workers))
     rows = []
     try:
         wait_for_background(data_dir / "logstore.db")

@@ -44,14 +44,12 @@ def process_rss_kb(pgid: int) -> dict[int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", required=True)
-    ap.add_argument("--workers", type=int, default=None,
-                    help="querier.worker_processes for the server (default: its default)")
+    ingest.add_workers_flag(ap)
     args = ap.parse_args()
     data_dir = Path(args.dir) / "data"
     db = data_dir / "logstore.db"
     port = ingest.free_port()
-    proc = ingest.start_server(data_dir, port, "" if args.workers is None else
-                               f"querier:\n  worker_processes: {args.workers}\n")
+    proc = ingest.start_server(data_dir, port, ingest.workers_config(args.workers))
     pgid = os.getpgid(proc.pid)
     peak = [0]
     stop = threading.Event()
