@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 
@@ -79,3 +80,22 @@ def synthetic_lines(n: int, seed: int = 1) -> list[str]:
     return [f"host{rnd.randint(1, 40)} {rnd.choice(sources)}[{rnd.randint(100, 99999)}]: "
             f"{' '.join(rnd.choice(words) for _ in range(rnd.randint(3, 9)))} #{i}"
             for i in range(n)]
+
+
+def query_worker_pids(*, parent: int | None = None, group: int | None = None) -> list[int]:
+    """The live query worker processes (services/read/query_worker.py) whose parent is
+    `parent`, or whose process group is `group` (a server started in its own session)."""
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid, pgrp = map(int, f.read().rpartition(")")[2].split()[1:3])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+            continue
+        if b"services.read.query_worker" not in cmdline:
+            continue  # a zombie's command line is empty: only live workers count
+        if (parent is None or ppid == parent) and (group is None or pgrp == group):
+            pids.append(int(entry))
+    return pids

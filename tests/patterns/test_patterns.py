@@ -14,7 +14,7 @@ import pytest
 from services.patterns.mining import WorkerMiners
 
 from tests.conftest import loghub_lines
-from tests.helpers import JSON_HEADERS, PUSH, push_body
+from tests.helpers import JSON_HEADERS, PUSH, push_body, query_worker_pids
 
 H = 3600 * 10**9
 PATTERNS = "/logstore/api/v1/patterns"
@@ -221,21 +221,6 @@ def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values, config
     assert int(r.json()["data"]["result"][0]["value"][1]) == 1000 + pushed
 
 
-def _query_workers_of_this_process() -> list[int]:
-    pids = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rpartition(")")[2].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except (FileNotFoundError, ProcessLookupError, NotADirectoryError, ValueError):
-            continue
-        if ppid == os.getpid() and b"services.read.query_worker" in cmdline:
-            pids.append(int(entry))
-    return pids
-
-
 def test_a_killed_worker_loses_no_template(make_client, values):
     """The templates live in a worker: one killed between two batches is replaced, the new
     one loads them from the database, and the counts go on as if nothing happened."""
@@ -243,7 +228,7 @@ def test_a_killed_worker_loses_no_template(make_client, values):
     half = len(values) // 2
     push_all(c, values[:half])
     mined(c)
-    pids = _query_workers_of_this_process()
+    pids = query_worker_pids(parent=os.getpid())
     assert pids, "no worker held the templates"
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -253,7 +238,7 @@ def test_a_killed_worker_loses_no_template(make_client, values):
             pass  # dead, and reaped already by the pool that noticed
     push_all(c, values[half:])
     mined(c)
-    assert _query_workers_of_this_process() not in ([], pids)
+    assert query_worker_pids(parent=os.getpid()) not in ([], pids)
     got = totals(patterns(c, values))
     assert sum(got.values()) == len(values)
     for pattern, count in TOP.items():

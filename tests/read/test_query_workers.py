@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from tests.helpers import query_worker_pids
 from tests.read.test_query_limits import (HOUR, SLOW, _metric, _push_slow_data, _slow_query,
                                          _wait_for, in_thread)
 
@@ -115,24 +116,6 @@ def test_a_query_whose_client_left_stops_in_its_worker(make_server):
     assert r.json()["data"]["result"][0]["value"][1] == "20000"
 
 
-def _worker_pids(server_pid: int) -> list[int]:
-    """The query workers among the processes of the server's process group."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().split(b"\0")
-            if os.getpgid(int(entry)) != server_pid:
-                continue
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if b"services.read.query_worker" in cmdline:
-            pids.append(int(entry))
-    return pids
-
-
 def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
     srv = make_server({"auth_enabled": True, "limits_config": {"query_timeout": "10m"},
                        "querier": {"worker_processes": 1}})
@@ -141,7 +124,7 @@ def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
     thread, answer = in_thread(lambda: _slow_query(srv.url, "a", now, timeout=120))
     try:
         _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
-        pids = _worker_pids(srv.proc.pid)
+        pids = query_worker_pids(group=srv.proc.pid)
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGKILL)
     finally:
@@ -157,4 +140,4 @@ def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
     assert json.loads(r.text)["data"]["result"][0]["value"][1] == "20000"
     assert _metric(srv.url, "logstore_query_workers_lost_total") == 1
     assert _metric(srv.url, "logstore_query_workers_started_total") == 2
-    assert _worker_pids(srv.proc.pid) not in ([], pids)
+    assert query_worker_pids(group=srv.proc.pid) not in ([], pids)
