@@ -22,7 +22,8 @@ from logql.reading import LineConditions, Row, ScanCounts, Totals, add_to_groups
 from storage import rollups, scan
 from storage.blocks import counts, sealed
 from storage.streams import (LabelSets, Matcher, TenantSet, select_stream_ids,
-                             stream_label_sets, stream_label_values, streams_meeting)
+                             select_stream_texts, stream_label_sets, stream_label_values,
+                             streams_meeting)
 
 # a query at the edge of time (a range before 1678) must not overflow SQLite's INTEGER; the
 # low end is one below the earliest timestamp, as windows are left-open and (TS_MIN - 1, x]
@@ -96,11 +97,12 @@ class LogReader:
                        start: int, end: int) -> Mapping[int, dict[str, str]]:
         """Stream id -> labels (sorted by name), for streams matching every matcher with data
         overlapping [start, end]; ids ascending."""
-        ids = self.select_stream_ids(tenant, matchers, start, end)
         if isinstance(tenant, str):
             # a stream's labels come sorted by name (its canonical text is), each parsed
             # when first asked for
-            return LabelSets(self.conn, ids)
+            return LabelSets(select_stream_texts(self.conn, tenant, matchers, _clamp(start),
+                                                 _clamp(end)))
+        ids = self.select_stream_ids(tenant, matchers, start, end)
         # only the `__tenant_id__` a multi-tenant read adds lands out of place
         raw = stream_label_sets(self.conn, ids, tenant)
         return {sid: dict(sorted(raw[sid].items())) for sid in ids}
