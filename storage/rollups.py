@@ -14,9 +14,10 @@ with `metadata_text` '' when the entries had none.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
-from typing import Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from logql.model import MINUTE_NS
 
@@ -152,8 +153,8 @@ def rollup_grid(conn: sqlite3.Connection, stream_ids: Sequence[int], origin: int
     and `width` must be multiples of a minute. Rows carry the bucket number `i`."""
     if not stream_ids or buckets <= 0:
         return iter(())
-    return conn.execute(_GRID_SQL, (origin, width, json.dumps(list(stream_ids)),
-                                    origin + buckets * width))
+    return _per_chunk(stream_ids, lambda ids: conn.execute(
+        _GRID_SQL, (origin, width, ids, origin + buckets * width)))
 
 
 def grouped_rollup_grid(conn: sqlite3.Connection, groups: dict[int, int], origin: int,
@@ -162,8 +163,8 @@ def grouped_rollup_grid(conn: sqlite3.Connection, groups: dict[int, int], origin
     `(group, bucket, lines, bytes)`."""
     if not groups or buckets <= 0:
         return iter(())
-    return conn.execute(_GROUPED_GRID_SQL, (origin, width, json.dumps(groups),
-                                            origin + buckets * width))
+    return _summed_per_chunk(groups, lambda chunk: conn.execute(
+        _GROUPED_GRID_SQL, (origin, width, chunk, origin + buckets * width)))
 
 
 def grouped_rollup_totals(conn: sqlite3.Connection, groups: dict[int, int],
@@ -176,13 +177,17 @@ def grouped_rollup_totals(conn: sqlite3.Connection, groups: dict[int, int],
     span = _even_span(minute_ranges)
     if all(sid == grp for sid, grp in groups.items()):
         if len(minute_ranges) == 1:
+            # the primary key's order: no sort to keep small
             return conn.execute(_PER_STREAM_SQL, (json.dumps(list(groups)), *minute_ranges[0]))
         if span is not None:
-            return conn.execute(_PER_STREAM_SPAN_SQL, (json.dumps(list(groups)), *span))
+            return _per_chunk(list(groups), lambda ids: conn.execute(
+                _PER_STREAM_SPAN_SQL, (ids, *span)))
     if span is not None:
-        return conn.execute(_GROUPED_SPAN_SQL, (json.dumps(groups), *span))
-    return conn.execute(_GROUPED_RANGES_SQL, (json.dumps(groups),
-                                              json.dumps(list(minute_ranges))))
+        return _summed_per_chunk(groups, lambda chunk: conn.execute(
+            _GROUPED_SPAN_SQL, (chunk, *span)))
+    ranges = json.dumps(list(minute_ranges))
+    return _summed_per_chunk(groups, lambda chunk: conn.execute(
+        _GROUPED_RANGES_SQL, (chunk, ranges)))
 
 
 def entries_at(conn: sqlite3.Connection, stream_ids: Sequence[int], timestamps: Sequence[int],
@@ -204,11 +209,47 @@ def rollup_totals(conn: sqlite3.Connection, stream_ids: Sequence[int],
     """Totals of whole minutes `lo <= minute < hi` (both multiples of a minute) per range."""
     if not stream_ids or not minute_ranges:
         return iter(())
-    ids = json.dumps(list(stream_ids))
     span = _even_span(minute_ranges)
     if span is not None:
-        return conn.execute(_SPAN_SQL, (ids, *span))
-    return conn.execute(_ROLLUP_SQL, (json.dumps(list(minute_ranges)), ids))
+        return _per_chunk(stream_ids, lambda ids: conn.execute(_SPAN_SQL, (ids, *span)))
+    ranges = json.dumps(list(minute_ranges))
+    return _per_chunk(stream_ids, lambda ids: conn.execute(_ROLLUP_SQL, (ranges, ids)))
+
+
+# A GROUP BY in another order than the primary key's sorts its input rows, and past the
+# page cache (8 MiB) SQLite's sorter spills them to a temporary file: 20,000 pods' instant
+# rate over 1 h grouped 200,000 rollup rows, writing 8.8 MB in 2,152 writes. Streams a
+# chunk at a time keep each sort in memory.
+CHUNK_STREAMS = 2000
+
+
+def _per_chunk(stream_ids: Sequence[int], run: Callable[[str], Iterable[Row]]) -> Iterator[Row]:
+    """The rows of `run(JSON array of stream ids)` for the streams a chunk at a time, for
+    statements whose rows are per stream (no two chunks share a row's key)."""
+    ids = list(stream_ids)
+    if len(ids) <= CHUNK_STREAMS:
+        return iter(run(json.dumps(ids)))
+    return itertools.chain.from_iterable(
+        run(json.dumps(ids[i:i + CHUNK_STREAMS])) for i in range(0, len(ids), CHUNK_STREAMS))
+
+
+def _summed_per_chunk(groups: dict[int, int], run: Callable[[str], Iterable[tuple]]
+                      ) -> Iterator[tuple[int, int, int, int]]:
+    """`(group, range, lines, bytes)` rows of `run(JSON object of stream id -> group)` a
+    chunk of streams at a time, summed: a group's streams may fall in several chunks."""
+    if len(groups) <= CHUNK_STREAMS:
+        return iter(run(json.dumps(groups)))
+    items = list(groups.items())
+    sums: dict[tuple[int, int], list[int]] = {}
+    for i in range(0, len(items), CHUNK_STREAMS):
+        for grp, k, n, size in run(json.dumps(dict(items[i:i + CHUNK_STREAMS]))):
+            t = sums.get((grp, k))
+            if t is None:
+                sums[(grp, k)] = [n, size]
+            else:
+                t[0] += n
+                t[1] += size
+    return iter([(grp, k, n, size) for (grp, k), (n, size) in sums.items()])
 
 
 def _even_span(ranges: Sequence[tuple[int, int]]) -> tuple[int, int, int, int, int] | None:
