@@ -193,8 +193,9 @@ def _selected(conn: sqlite3.Connection, tenant: str, matchers: Sequence[Matcher]
     if len(matchers) == 1 and matchers[0].op == "=" and matchers[0].value != "":
         # the commonest selector ({namespace="prod"}, {pod="x"}) needs no set of ids
         m = matchers[0]
-        return conn.execute(_ONE_POSTING.format(columns=columns) + where + " ORDER BY s.id",
-                            (tenant, m.name, m.value, *window)).fetchall()
+        # in the postings' order: ORDER BY s.id, the same ids, took a sort
+        return conn.execute(_ONE_POSTING.format(columns=columns) + where +
+                            " ORDER BY p.stream_id", (tenant, m.name, m.value, *window)).fetchall()
     ids = _matching_ids(conn, tenant, matchers)
     if not ids:
         return []
