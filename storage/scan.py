@@ -21,6 +21,7 @@ import json
 import sqlite3
 import time
 from bisect import bisect_left
+from operator import itemgetter
 from typing import Iterator, Sequence
 
 from logql.errors import QueryTimeout
@@ -265,8 +266,9 @@ def _cut(conn: sqlite3.Connection, sql: str, ids: str, cond_params: Sequence, ro
     return (rows, last, w_hi) if backward else (rows, w_lo, last + 1)
 
 
-def _ts_id(row: Row) -> tuple[int, int]:
-    return row[2], row[0]
+# (ts, id) of a row, as a C-level key: a Python function per row was a quarter of sorting
+# a window's 16,000 rows
+_ts_id = itemgetter(2, 0)
 
 
 def scan_by_stream(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
