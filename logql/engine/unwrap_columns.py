@@ -19,7 +19,6 @@ not overlap (range <= step), with the general path's arithmetic step by step.
 
 from __future__ import annotations
 
-from itertools import compress
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -67,7 +66,14 @@ class _Series:
             self.ranks[-1] = np.array(self.row_ranks, dtype=np.int64)
         ts = np.concatenate(self.ts)
         values = np.concatenate(self.values)
-        order = np.lexsort((np.concatenate(self.ids), np.concatenate(self.ranks), ts))
+        ids = np.concatenate(self.ids)
+        ranks = np.concatenate(self.ranks)
+        if len(ts) > 1:
+            # already in (ts, stream, id) order, as one stream's blocks mostly come: kept
+            same = ts[1:] == ts[:-1]
+            if (ts[1:] >= ts[:-1]).all() and not same.any():
+                return ts, values
+        order = np.lexsort((ids, ranks, ts))
         return ts[order], values[order]
 
 
@@ -144,9 +150,8 @@ def scan_columns(reader: Reader, sids: Sequence[int], label_sets, start: int, en
             taken = np.zeros(rows, dtype=bool)
             values = None
         else:
-            found = shortcut.column_values(lc)
-            taken = np.fromiter(map(bool, found), dtype=bool, count=rows)
-            values = np.fromiter(map(float, compress(found, taken)), dtype=np.float64)
+            taken, values = shortcut.column_samples(lc)
+            values = values[taken]
             if None in slot_keys:
                 readable = np.array([k is not None for k in slot_keys], dtype=bool)
                 readable_rows = readable[lc.metadata]
@@ -208,7 +213,14 @@ def window_quantiles(q: float, ts: np.ndarray, values: np.ndarray,
     base = np.cumsum(lens) - lens
     take = np.repeat(starts - base, lens) + np.arange(total, dtype=np.int64)
     seg = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
-    ordered = values[take][np.lexsort((values[take], seg))]
+    # by window, then value, ties in series order: a stable sort by value, then a stable
+    # one by window (a radix sort on 16-bit window numbers)
+    picked = values[take]
+    by_value = np.argsort(picked, kind="stable")
+    wseg = seg[by_value]
+    if len(lens) <= np.iinfo(np.int16).max:
+        wseg = wseg.astype(np.int16)
+    ordered = picked[by_value[np.argsort(wseg, kind="stable")]]
     rank = q * (lens - 1).astype(np.float64)
     floor = np.floor(rank)
     lower = np.maximum(0.0, floor)

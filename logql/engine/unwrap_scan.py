@@ -16,6 +16,7 @@ line.
 from __future__ import annotations
 
 import re
+from itertools import compress
 from typing import Callable
 
 import numpy as np
@@ -26,8 +27,6 @@ from logql.pipeline.line import LineFilter
 from logql.pipeline.parsers import LogfmtParser
 from logql.pipeline.stages import Pipeline
 from logql.reading import LineColumns
-
-_ERROR_AT = lambda buf: [m.start() for m in re.finditer(b"error", buf)]  # noqa: E731
 
 # `value` of a line a leading line filter drops: the general path would drop it too
 DROPPED = object()
@@ -140,18 +139,23 @@ class LogfmtUnwrapScan:
         m = self._match(line)
         return float(m.group(1)) if m is not None else None
 
-    def column_values(self, lc) -> list[bytes]:
-        """value() of every line of a LineColumns without line filters (`matchers`), as
-        the value's text: b"" where the general path decides."""
+    def column_samples(self, lc: LineColumns) -> tuple[np.ndarray, np.ndarray]:
+        """value() of every line of a LineColumns, for a plan without line filters
+        (`matchers`): (taken, values) per line, taken False where the general path
+        decides. One findall over the column gives one value's text per line."""
         assert not self.matchers
+        rows = lc.rows
         buf, seps = separated(lc)
         found = self._findall(buf)
-        if len(found) != lc.rows:  # cannot happen (one match per 0xFF): the slow way
+        if len(found) != rows:  # cannot happen (one match per 0xFF): the slow way
             found = [b"" if (v := self.value(lc.line(i))) is None else repr(v).encode()
-                     for i in range(lc.rows)]
+                     for i in range(rows)]
         if self._error_key is not None:
-            hits = [m for m in _ERROR_AT(buf)]
-            if hits:
-                for i in set(np.searchsorted(seps, hits, side="right").tolist()):
-                    found[i - 1] = b""
-        return found
+            hits = [m.start() for m in re.finditer(self._error_key.encode(), buf)]
+            for i in set(np.searchsorted(seps, hits, side="right").tolist()):
+                found[i - 1] = b""
+        taken = np.fromiter(map(bool, found), dtype=bool, count=rows)
+        values = np.zeros(rows, dtype=np.float64)
+        values[taken] = np.fromiter(map(float, compress(found, taken.tolist())),
+                                    dtype=np.float64)
+        return taken, values
