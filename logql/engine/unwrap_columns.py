@@ -146,20 +146,24 @@ def scan_columns(reader: Reader, sids: Sequence[int], label_sets, start: int, en
         # the key of each metadata slot, the last one for rows without metadata (index -1)
         slot_keys = [fast_key(sid, md) for md in [*texts, None]]
         distinct = {k for k in slot_keys if k is not None}
+        every = False
         if not distinct:
             taken = np.zeros(rows, dtype=bool)
             values = None
         else:
             taken, values = shortcut.column_samples(lc)
-            values = values[taken]
+            every = bool(taken.all())
+            if not every:
+                values = values[taken]
             if None in slot_keys:
                 readable = np.array([k is not None for k in slot_keys], dtype=bool)
                 readable_rows = readable[lc.metadata]
                 values = values[readable_rows[taken]]
                 taken &= readable_rows
+                every = False
         if values is not None and len(values):
             rank = rank_of[sid]
-            ts_t, ids_t = lc.ts[taken], lc.ids[taken]
+            ts_t, ids_t = (lc.ts, lc.ids) if every else (lc.ts[taken], lc.ids[taken])
             kept += len(values)
             if len(distinct) == 1:
                 key = next(iter(distinct))
@@ -178,7 +182,7 @@ def scan_columns(reader: Reader, sids: Sequence[int], label_sets, start: int, en
                     if s is None:
                         s = series[key] = _Series()
                     s.add(ts_t[mine], values[mine], rank, ids_t[mine])
-        if not taken.all():
+        if not every:
             ts_l, ids_l = lc.ts, lc.ids
             for i in np.flatnonzero(~taken).tolist():
                 general(sid, int(ids_l[i]), int(ts_l[i]), lc.line(i), lc.metadata_text(i))

@@ -154,6 +154,9 @@ class LogfmtUnwrapScan:
             hits = [m.start() for m in re.finditer(self._error_key.encode(), buf)]
             for i in set(np.searchsorted(seps, hits, side="right").tolist()):
                 found[i - 1] = b""
+        if b"" not in found:  # the usual block: every line taken
+            return (np.ones(rows, dtype=bool),
+                    np.fromiter(map(float, found), dtype=np.float64, count=rows))
         taken = np.fromiter(map(bool, found), dtype=bool, count=rows)
         values = np.zeros(rows, dtype=np.float64)
         values[taken] = np.fromiter(map(float, compress(found, taken.tolist())),
