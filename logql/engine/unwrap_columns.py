@@ -137,7 +137,7 @@ def scan_columns(reader: Reader, sids: Sequence[int], label_sets, start: int, en
                 size += utf8_len(r[3])
                 row(*r)
             continue
-        lc = batch
+        lc: LineColumns = batch
         rows = lc.rows
         lines += rows
         size += len(lc.lines)
