@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
 
+import numpy as np
+
 from logql.model import Matcher, Needle
 
 Row = tuple  # (id, stream id, ts, line, metadata JSON text or None)
@@ -33,6 +35,35 @@ class Scan(Protocol):
     def batches(self) -> Iterator[list[Row]]: ...
 
     def finish(self) -> None: ...
+
+
+@dataclass(frozen=True, eq=False)
+class LineColumns:
+    """Rows of one stream as columns (`Reader.line_columns`): what a sealed block holds, cut
+    to the read's range, for evaluators that work on whole columns instead of row tuples.
+
+    `ts` (int64, ascending; ties in entry id order) and `ids` (int64) per row; `lines` the
+    rows' lines as UTF-8 bytes, concatenated, row i being `lines[offsets[i]:offsets[i + 1]]`
+    (`offsets`: int64, rows + 1 of them, the first 0); `metadata` (int32) per row an index
+    into `metadata_texts` (the distinct metadata JSON texts), -1 for none."""
+    stream_id: int
+    ts: np.ndarray
+    ids: np.ndarray
+    lines: bytes
+    offsets: np.ndarray
+    metadata: np.ndarray
+    metadata_texts: Sequence[str]
+
+    @property
+    def rows(self) -> int:
+        return len(self.ts)
+
+    def line(self, i: int) -> str:
+        return self.lines[self.offsets[i]:self.offsets[i + 1]].decode("utf-8", "surrogatepass")
+
+    def metadata_text(self, i: int) -> str | None:
+        k = int(self.metadata[i])
+        return None if k < 0 else self.metadata_texts[k]
 
 
 class Reader(Protocol):
@@ -58,6 +89,13 @@ class Reader(Protocol):
               needles: Sequence[Sequence[Needle]] = (), backward: bool = False,
               ordered: bool = True, limited: bool = False,
               counts: ScanCounts | None = None) -> Scan: ...
+
+    def line_columns(self, stream_ids: Sequence[int], start: int, end: int
+                     ) -> Iterator[LineColumns | list[Row]]:
+        """Every row of the streams with start <= ts < end, once, in no promised order:
+        in column batches where the rows are stored that way (sealed blocks), as row
+        batches elsewhere (the head, or what a wrapper must filter row by row)."""
+        ...
 
     def window_counts(self, stream_ids: Sequence[int], points: list[int],
                       want_bytes: bool) -> Totals: ...

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from logql.errors import QueryTimeout
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from logql.reading import LineConditions, Row, ScanCounts, Totals, add_to_groups
-from storage import rollups, scan
+from storage import columns, rollups, scan
 from storage.blocks import counts, sealed
 from storage.streams import (LabelSets, Matcher, TenantSet, select_stream_ids,
                              select_stream_texts, stream_label_sets, stream_label_values,
@@ -131,6 +131,12 @@ class LogReader:
         caller may stop early, so read the cheapest way to the first rows."""
         return LineScan(self, list(stream_ids), _clamp(start), _clamp(end), conditions,
                         needles, backward, ordered, limited, counts)
+
+    def line_columns(self, stream_ids: Sequence[int], start: int, end: int):
+        """Rows of the streams with start <= ts < end: the head's as row batches, each
+        sealed block's as one LineColumns (storage/columns.py)."""
+        return columns.line_columns(self.conn, list(stream_ids), _clamp(start), _clamp(end),
+                                    self.deadline)
 
     # -- counts ----------------------------------------------------------------------------
     def window_counts(self, stream_ids: Sequence[int], points: list[int],

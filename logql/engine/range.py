@@ -29,6 +29,7 @@ from logql.engine.common import LabelKey, NS, StepVectors, pipeline_error, strea
 from logql.engine.functions import RANGE_FUNCTIONS, sliding_quantiles
 from logql.pipeline.builder import LabelsBuilder
 from logql.engine.results import QueryStats
+from logql.engine.unwrap_columns import scan_columns, window_quantiles
 from logql.engine.unwrap_scan import DROPPED, LogfmtUnwrapScan
 from logql.reading import Reader, utf8_len
 
@@ -70,13 +71,21 @@ def _samples_or_rollups(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRang
         ts, values = series[key]
         present = False
         if op == "quantile_over_time":
-            spans = [(bisect_right(ts, lo), bisect_right(ts, hi)) for lo, hi in windows]
-            for k, value in enumerate(sliding_quantiles(param, values, spans,
-                                                        reader.check_deadline)):
+            found = None
+            if not isinstance(ts, list):  # arrays, from the column path
+                found = window_quantiles(param, ts, values, windows)
+                if found is None:
+                    ts, values = ts.tolist(), values.tolist()
+            if found is None:
+                spans = [(bisect_right(ts, lo), bisect_right(ts, hi)) for lo, hi in windows]
+                found = sliding_quantiles(param, values, spans, reader.check_deadline)
+            for k, value in enumerate(found):
                 if value is not None:
                     out[k][key] = value
                     present = True
         else:
+            if not isinstance(ts, list):
+                ts, values = ts.tolist(), values.tolist()
             for k, (lo, hi) in enumerate(windows):
                 if k % 256 == 0:
                     reader.check_deadline()
@@ -145,6 +154,23 @@ def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op:
 
     conditions = plan.conditions_for(label_sets.values())
     shortcut = LogfmtUnwrapScan.for_plan(pipeline, unwrap, only)
+    if shortcut is not None and not shortcut.matchers and not plan.needles \
+            and (conditions is None or conditions.matcher() is None):
+        # no line filter: every row of the range is read, and whole sealed blocks are
+        # read as columns (unwrap_columns.py); with one, the row path below lets the
+        # reader skip the blocks and lines the filters rule out
+
+        def sm_of(md: str | None):
+            if md is None:
+                return None
+            sm = md_cache.get(md)
+            if sm is None:
+                if len(md_cache) >= MD_CACHE_MAX:
+                    md_cache.clear()
+                sm = md_cache[md] = _metadata_pairs(md)
+            return sm
+        return scan_columns(reader, sids, label_sets, start, end, shortcut, stream_pipes,
+                            unwrap, key_of, sm_of, stats)
     # (stream, metadata) -> the series key of the lines the shortcut reads, None: it reads none
     shortcut_keys: dict[tuple[int, str | None], LabelKey | None] = {}
     scan = reader.lines(sids, start, end, conditions=conditions, needles=plan.needles,

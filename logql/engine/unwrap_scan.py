@@ -16,13 +16,17 @@ line.
 from __future__ import annotations
 
 import re
+from itertools import compress
 from typing import Callable
+
+import numpy as np
 
 from logql.pipeline.builder import ERROR, LabelsBuilder
 from logql.pipeline.label_filters import StringLabelFilter, Unwrap
 from logql.pipeline.line import LineFilter
 from logql.pipeline.parsers import LogfmtParser
 from logql.pipeline.stages import Pipeline
+from logql.reading import LineColumns
 
 # `value` of a line a leading line filter drops: the general path would drop it too
 DROPPED = object()
@@ -40,6 +44,36 @@ def _first_pair(name: str) -> re.Pattern:
                       rf'[\x00- ]*+{n}=(-?[0-9]{{1,300}}(?:\.[0-9]+)?)(?=[\x00- ]|\Z)')
 
 
+def _first_pairs(name: str) -> re.Pattern:
+    """_first_pair over a lines column with 0xFF before each line (unwrap_columns.py): one
+    match per line, from its 0xFF, whose group is the value, or empty where _first_pair
+    would not match. 0xFF, in no UTF-8 text, ends a line as the end of the text does, and
+    is in no class a line's bytes may match; every byte of a non-ASCII character is a value
+    byte, as the character is for the str expression. The lookahead after each pair of
+    _first_pair is left out here: a key or value stops at a byte that is not a space, and
+    neither another key nor the name can begin at such a byte, so the match fails there
+    all the same."""
+    n = re.escape(name).encode()
+    return re.compile(rb'\xff(?:[\x00- ]*+(?:(?!' + n + rb'=)[A-Za-z0-9_]++'
+                      rb'(?:=[^\x00- ="\xff]*+)?+[\x00- ]*+)*+' + n +
+                      rb'=(-?[0-9]{1,300}(?:\.[0-9]+)?)(?=[\x00- \xff]|\Z)|)')
+
+
+SEP = 0xFF
+
+
+def separated(lc: LineColumns) -> tuple[np.ndarray, np.ndarray]:
+    """The lines column with SEP before each line, and where each SEP is."""
+    rows = lc.rows
+    buf = np.empty(len(lc.lines) + rows, dtype=np.uint8)
+    seps = lc.offsets[:-1] + np.arange(rows, dtype=np.int64)
+    keep = np.ones(len(buf), dtype=bool)
+    keep[seps] = False
+    buf[seps] = SEP
+    buf[keep] = np.frombuffer(lc.lines, dtype=np.uint8)
+    return buf, seps
+
+
 def _keeps_clean(stage) -> bool:
     """`| __error__=""`: every sample the shortcut makes passes it (it makes none with an
     error; a line that would have one goes the general way)."""
@@ -50,7 +84,7 @@ def _keeps_clean(stage) -> bool:
 class LogfmtUnwrapScan:
     """For one plan: `value(line)` (None: take the general path) and `key_for(...)`."""
 
-    __slots__ = ("name", "matchers", "others", "_match", "_error_key")
+    __slots__ = ("name", "matchers", "others", "_match", "_error_key", "_findall")
 
     def __init__(self, name: str, matchers: tuple[Callable[[str], bool], ...],
                  others: frozenset[str]):
@@ -62,6 +96,7 @@ class LogfmtUnwrapScan:
         self._error_key = "error" if ERROR in others else None
         self.others = others - {ERROR}
         self._match = _first_pair(name).match
+        self._findall = _first_pairs(name).findall
 
     @classmethod
     def for_plan(cls, pipeline: Pipeline, unwrap: Unwrap | None,
@@ -103,3 +138,27 @@ class LogfmtUnwrapScan:
             return None
         m = self._match(line)
         return float(m.group(1)) if m is not None else None
+
+    def column_samples(self, lc: LineColumns) -> tuple[np.ndarray, np.ndarray]:
+        """value() of every line of a LineColumns, for a plan without line filters
+        (`matchers`): (taken, values) per line, taken False where the general path
+        decides. One findall over the column gives one value's text per line."""
+        assert not self.matchers
+        rows = lc.rows
+        buf, seps = separated(lc)
+        found = self._findall(buf)
+        if len(found) != rows:  # cannot happen (one match per 0xFF): the slow way
+            found = [b"" if (v := self.value(lc.line(i))) is None else repr(v).encode()
+                     for i in range(rows)]
+        if self._error_key is not None:
+            hits = [m.start() for m in re.finditer(self._error_key.encode(), buf)]
+            for i in set(np.searchsorted(seps, hits, side="right").tolist()):
+                found[i - 1] = b""
+        if b"" not in found:  # the usual block: every line taken
+            return (np.ones(rows, dtype=bool),
+                    np.fromiter(map(float, found), dtype=np.float64, count=rows))
+        taken = np.fromiter(map(bool, found), dtype=bool, count=rows)
+        values = np.zeros(rows, dtype=np.float64)
+        values[taken] = np.fromiter(map(float, compress(found, taken.tolist())),
+                                    dtype=np.float64)
+        return taken, values

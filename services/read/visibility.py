@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar
 
 from logql.model import Matcher
-from logql.reading import Reader, Row, Scan, Totals, add_to_groups, utf8_len
+from logql.reading import LineColumns, Reader, Row, Scan, Totals, add_to_groups, utf8_len
 
 R = TypeVar("R", bound=Reader)
 # (start, end, line predicate) of one delete request, both ends inclusive
@@ -121,6 +121,24 @@ class VisibleReader(Generic[R]):
         if not cutoffs and not deleted:
             return inner
         return _VisibleScan(inner, cutoffs, deleted)
+
+    def line_columns(self, stream_ids: Sequence[int], start: int,
+                     end: int) -> Iterator[LineColumns | list[Row]]:
+        """As the inner reader's, without what cutoffs and delete requests hide: a stream
+        with a cutoff is read from it on (column batches still), a stream a delete request
+        names only as rows, filtered as `lines` filters them (no column batch of it ever
+        reaches the engine, so no column path can skip the filter)."""
+        ids = list(stream_ids)
+        deleted = [i for i in ids if i in self.deletes]
+        by_start: dict[int, list[int]] = {}
+        for i in ids:
+            if i not in self.deletes:
+                by_start.setdefault(max(start, self.cutoffs.get(i, start)), []).append(i)
+        for lo, group in by_start.items():
+            if lo < end:
+                yield from self.inner.line_columns(group, lo, end)
+        if deleted:
+            yield from self.lines(deleted, start, end, ordered=False).batches()
 
     def hidden_lines(self, stream_ids: Sequence[int], start: int,
                      end: int) -> Iterator[tuple[int, int, str]]:

@@ -237,6 +237,23 @@ def decode_metadata(data: bytes, rows: int) -> list[str | None]:
     return list(map(table.__getitem__, index))
 
 
+def decode_metadata_index(data: bytes, rows: int) -> tuple[np.ndarray, list[str]]:
+    """The metadata column as it is stored: an int32 per row indexing the distinct
+    metadata JSON texts (-1: none), and those texts."""
+    if not data:
+        return np.full(rows, -1, dtype=np.int32), []
+    raw = _decompress(data)
+    text = raw[rows * 4:]
+    table = _tables.get(text)
+    if table is None:
+        if len(_tables) >= _TABLES_KEPT:
+            _tables.clear()
+        table = json.loads(text.decode("utf-8", "surrogatepass"))
+        table.append(None)  # index -1
+        _tables[text] = table
+    return np.frombuffer(raw, dtype=np.int32, count=rows), table[:-1]
+
+
 # decoded metadata dictionaries by their bytes: a stream's blocks mostly hold the same few
 # sets (its detected_level values), and parsing the JSON was most of decoding the column
 _tables: dict[bytes, list] = {}
