@@ -193,6 +193,11 @@ def _selected(conn: sqlite3.Connection, tenant: str, matchers: Sequence[Matcher]
     if len(matchers) == 1 and matchers[0].op == "=" and matchers[0].value != "":
         # the commonest selector ({namespace="prod"}, {pod="x"}) needs no set of ids
         m = matchers[0]
+        if not ranged and columns == "s.id":
+            # nor the streams' rows (/series checks the range with the labels it reads)
+            return conn.execute("SELECT stream_id FROM stream_labels WHERE tenant = ? "
+                                "AND name = ? AND value = ? ORDER BY stream_id",
+                                (tenant, m.name, m.value)).fetchall()
         # in the postings' order: ORDER BY s.id, the same ids, took a sort
         return conn.execute(_ONE_POSTING.format(columns=columns) + where +
                             " ORDER BY p.stream_id", (tenant, m.name, m.value, *window)).fetchall()

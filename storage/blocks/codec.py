@@ -226,15 +226,7 @@ def decode_metadata(data: bytes, rows: int) -> list[str | None]:
     raw = _decompress(data)
     index = struct.unpack_from(f"<{rows}i", raw) if rows <= SMALL_ROWS else \
         np.frombuffer(raw, dtype=np.int32, count=rows).tolist()
-    text = raw[rows * 4:]
-    table = _tables.get(text)
-    if table is None:
-        if len(_tables) >= _TABLES_KEPT:
-            _tables.clear()
-        table = json.loads(text.decode("utf-8", "surrogatepass"))
-        table.append(None)  # index -1
-        _tables[text] = table
-    return list(map(table.__getitem__, index))
+    return list(map(_table(raw[rows * 4:]).__getitem__, index))
 
 
 def decode_metadata_index(data: bytes, rows: int) -> tuple[np.ndarray, list[str]]:
@@ -243,15 +235,19 @@ def decode_metadata_index(data: bytes, rows: int) -> tuple[np.ndarray, list[str]
     if not data:
         return np.full(rows, -1, dtype=np.int32), []
     raw = _decompress(data)
-    text = raw[rows * 4:]
+    return np.frombuffer(raw, dtype=np.int32, count=rows), _table(raw[rows * 4:])[:-1]
+
+
+def _table(text: bytes) -> list:
+    """The distinct metadata texts a column indexes, None appended (index -1)."""
     table = _tables.get(text)
     if table is None:
         if len(_tables) >= _TABLES_KEPT:
             _tables.clear()
         table = json.loads(text.decode("utf-8", "surrogatepass"))
-        table.append(None)  # index -1
+        table.append(None)
         _tables[text] = table
-    return np.frombuffer(raw, dtype=np.int32, count=rows), table[:-1]
+    return table
 
 
 # decoded metadata dictionaries by their bytes: a stream's blocks mostly hold the same few
