@@ -339,7 +339,7 @@ class LineScan:
             # Loki counts every line of the chunks in range (a single binary has no bloom
             # gateway): so do we, the blocks the summaries skipped included
             lines, size = scan.range_counts(self.reader.conn, self.ids, p.lo, p.hi,
-                                            self._blocks)
+                                            self._blocks, p.head_totals)
             self.counts.lines_scanned += lines
             self.counts.bytes_scanned += size
 

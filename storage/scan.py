@@ -138,7 +138,13 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
     # (LogReader.snapshot), so the head cannot change under the scan
     held = None
     if sealed is not None and where and lo < hi and len(stream_ids) >= WHOLE_RANGE_STREAMS:
-        held = _held_rows(conn, _SELECT + where, ids, lo, hi, cond_params)
+        if sealed.mostly_ruled_out():
+            # a rare needle by the sealed blocks' Bloom filters: the one pass over the head
+            # that finds its rows also counts what the stats report
+            held, totals = _tallied_rows(conn, where, ids, lo, hi, cond_params)
+            progress.head_totals = (lo, hi, *totals)
+        else:
+            held = _held_rows(conn, _SELECT + where, ids, lo, hi, cond_params)
     head = held is None and (sealed is None or lo >= hi or conn.execute(
         "SELECT 1 FROM entries WHERE stream_id IN (SELECT value FROM json_each(?)) "
         "AND ts >= ? AND ts < ? LIMIT 1", (ids, lo, hi)).fetchone() is not None)
@@ -225,6 +231,31 @@ def _held_rows(conn: sqlite3.Connection, sql: str, ids: str, lo: int, hi: int,
     rows = conn.execute(sql + " LIMIT ?",
                         (ids, lo, hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall()
     return _HeldRows(rows) if len(rows) <= WINDOW_MAX_ROWS else None
+
+
+# The head's rows in range counted (lines, bytes) and those that pass the conditions
+# named, in one pass
+_TALLY = ("SELECT count(*), coalesce(sum(length(CAST(line AS BLOB))), 0), count(hit), "
+          "group_concat(hit) FROM (SELECT line, CASE WHEN {cond} THEN id END AS hit "
+          "FROM entries WHERE stream_id IN (SELECT value FROM json_each(?)) "
+          "AND ts >= ? AND ts < ?)")
+_BY_IDS = ("SELECT id, stream_id, ts, line, metadata FROM entries "
+           "WHERE id IN (SELECT value FROM json_each(?))")
+
+
+def _tallied_rows(conn: sqlite3.Connection, where: str, ids: str, lo: int, hi: int,
+                  cond_params: Sequence) -> tuple[_HeldRows | None, tuple[int, int]]:
+    """As _held_rows, and the (lines, bytes) of every head row of the streams in [lo, hi),
+    from one pass: reading the head's lines once for the needle and once more for the
+    stats was most of a rare needle's head work. With no early stop, so only for needles
+    the Bloom filters already found rare."""
+    cond = where.removeprefix(" AND ")
+    n, size, hits, found = conn.execute(_TALLY.format(cond=cond),
+                                        (*cond_params, ids, lo, hi)).fetchone()
+    if hits > WINDOW_MAX_ROWS:
+        return None, (n, size)
+    rows = conn.execute(_BY_IDS, (f"[{found or ''}]",)).fetchall() if hits else []
+    return _HeldRows(rows), (n, size)
 
 
 def _narrow(sealed: SealedBlocks, only_stream: int | None, w_lo: int, w_hi: int,
@@ -314,11 +345,13 @@ class ScanProgress:
     """The contiguous part [lo, hi) of the query range an ordered scan has read, and the
     width of its next window."""
 
-    __slots__ = ("lo", "hi", "width")
+    __slots__ = ("lo", "hi", "width", "head_totals")
 
     def __init__(self) -> None:
         self.lo = self.hi = 0
         self.width = 0
+        # (lo, hi, lines, bytes) of the head's rows, when a scan counted them on its way
+        self.head_totals: tuple[int, int, int, int] | None = None
 
     def begin(self, start: int, end: int, backward: bool) -> None:
         self.lo = self.hi = end if backward else start
@@ -330,15 +363,20 @@ class ScanProgress:
 
 
 def range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo: int, hi: int,
-                 sealed: SealedBlocks) -> tuple[int, int]:
+                 sealed: SealedBlocks,
+                 head: tuple[int, int, int, int] | None = None) -> tuple[int, int]:
     """(lines, bytes) stored for `stream_ids` with lo <= ts < hi: the head's rows counted in
-    SQLite (the sealer keeps the head small), the sealed ones from the block summaries of
-    the scan (a block cut by the range is counted from its timestamps and line lengths)."""
+    SQLite (the sealer keeps the head small) unless `head` (ScanProgress.head_totals)
+    counted exactly this range already, the sealed ones from the block summaries of the
+    scan (a block cut by the range is counted from its timestamps and line lengths)."""
     if not stream_ids or lo >= hi:
         return 0, 0
-    n, size = conn.execute(
-        "SELECT count(*), coalesce(sum(length(CAST(line AS BLOB))), 0) FROM entries "
-        "WHERE stream_id IN (SELECT value FROM json_each(?)) AND ts >= ? AND ts < ?",
-        (_ids_param(stream_ids), lo, hi)).fetchone()
+    if head is not None and head[:2] == (lo, hi):
+        n, size = head[2:]
+    else:
+        n, size = conn.execute(
+            "SELECT count(*), coalesce(sum(length(CAST(line AS BLOB))), 0) FROM entries "
+            "WHERE stream_id IN (SELECT value FROM json_each(?)) AND ts >= ? AND ts < ?",
+            (_ids_param(stream_ids), lo, hi)).fetchone()
     sealed_n, sealed_size = sealed.counts(lo, hi)
     return n + sealed_n, size + sealed_size

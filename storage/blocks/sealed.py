@@ -353,6 +353,11 @@ class SealedBlocks:
     def __bool__(self) -> bool:
         return bool(self._live)
 
+    def mostly_ruled_out(self) -> bool:
+        """Whether the summaries and Bloom filters ruled out at least 9 in 10 of 64 or
+        more blocks already: the scan's needles are rare in this data."""
+        return len(self.blocks) >= 64 and len(self._live) * 10 <= len(self.blocks)
+
     @property
     def skipped(self) -> list[Summary]:
         """The blocks whose summaries ruled them out so far."""

@@ -69,7 +69,7 @@ def store(request, make_client, tmp_path, monkeypatch):
     # the state the test names: every stream in the head, and sealed blocks or none
     assert head == STREAMS > scan.WHOLE_RANGE_STREAMS
     assert (blocks > 0) == (request.param == "split")
-    return client, now, statements
+    return client, now, statements, request.param
 
 
 def _lines(client, now: int, query: str, limit: int, direction: str) -> list[str]:
@@ -86,7 +86,7 @@ def _head_scans(statements: list[str]) -> int:
 
 @pytest.mark.parametrize("direction", ["backward", "forward"])
 def test_the_head_is_read_once_and_the_answer_is_the_windowed_one(store, direction):
-    client, now, statements = store
+    client, now, statements, state = store
     newest_first = [f"level=info pod=7 minute={m}" for m in range(1, 41)]
     expected = newest_first if direction == "backward" else newest_first[::-1]
     del statements[:]
@@ -99,8 +99,34 @@ def test_the_head_is_read_once_and_the_answer_is_the_windowed_one(store, directi
 def test_few_streams_read_the_head_a_window_at_a_time(store):
     """Below WHOLE_RANGE_STREAMS the windows stay: each one reads few index entries, and a
     limited read that stops early reads only the newest."""
-    client, now, statements = store
+    client, now, statements, state = store
     del statements[:]
     lines = _lines(client, now, '{pod=~"pod-[0-9]"} |= "pod=7 "', 100, "backward")
     assert lines == [f"level=info pod=7 minute={m}" for m in range(1, 41)]
     assert _head_scans(statements) > 1
+
+
+def test_a_rare_needle_counts_the_head_in_the_pass_that_finds_it(store):
+    """With sealed blocks whose Bloom filters rule the needle out almost everywhere, the
+    head is read once: that pass finds the needle's rows and counts every line and byte of
+    the range for the stats, which are the same as counting them separately."""
+    client, now, statements, state = store
+    pushed = [v[1] for i in range(STREAMS) for v in _values(i, now, range(1, 41))]
+    del statements[:]
+    r = client.get("/logstore/api/v1/query_range", headers=HEADERS,
+                   params={"query": '{env="prod"} |= "pod=7 "', "limit": "100",
+                           "start": str(now - 3600 * NS), "end": str(now + NS)})
+    assert r.status_code == 200, r.text
+    body = r.json()["data"]
+    assert [v[1] for s in body["result"] for v in s["values"]] == \
+        [f"level=info pod=7 minute={m}" for m in range(1, 41)]
+    summary = body["stats"]["summary"]
+    assert (summary["totalLinesProcessed"], summary["totalBytesProcessed"]) == \
+        (len(pushed), sum(len(line.encode()) for line in pushed))
+    tallied = [s for s in statements if "group_concat(hit)" in s]
+    counted = [s for s in statements if s.startswith("SELECT count(*), coalesce(sum(length(")
+               and s not in tallied]
+    if state == "split":
+        assert len(tallied) == 1 and counted == []
+    else:  # no blocks to say the needle is rare: the head is counted on its own
+        assert tallied == [] and len(counted) == 1
