@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from operator import attrgetter
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -18,13 +17,12 @@ import numpy as np
 from logql.reading import LineColumns, Row
 from storage import scan
 from storage.blocks import codec as B
-from storage.blocks.sealed import Summary, summaries
+from storage.blocks.sealed import Summary, _stream_then_start, summaries
 
 # blocks fetched per statement: a few MB of compressed columns at most
 FETCH_BLOCKS = 32
 _SQL = ("SELECT id, keys, lengths, metadata, lines FROM blocks "
         "WHERE id IN (SELECT value FROM json_each(?))")
-_stream_then_start = attrgetter("stream_id", "min_ts")
 
 
 def line_columns(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
@@ -49,9 +47,7 @@ def block_columns(s: Summary, keys: bytes, lengths: bytes, metadata: bytes, line
                   start: int, end: int) -> LineColumns | None:
     """One block's rows with start <= ts < end as columns; None when it has none."""
     n = s.rows
-    key_deltas = np.frombuffer(B._decompress(keys), dtype=np.int64, count=2 * n)
-    ts = np.cumsum(key_deltas[:n])
-    ids = np.cumsum(key_deltas[n:])
+    ts, ids = B.decode_key_arrays(keys, n)
     a, b = 0, n
     if s.min_ts < start or s.max_ts >= end:
         a, b = (int(x) for x in np.searchsorted(ts, [start, end], side="left"))

@@ -185,12 +185,17 @@ SMALL_ROWS = 64
 
 def decode_keys(data: bytes, rows: int) -> tuple[list[int], list[int]]:
     """(timestamps, entry ids), both in block order."""
-    raw = _decompress(data)
     if rows <= SMALL_ROWS:
-        deltas = struct.unpack(f"<{2 * rows}q", raw)
+        deltas = struct.unpack(f"<{2 * rows}q", _decompress(data))
         return list(accumulate(deltas[:rows])), list(accumulate(deltas[rows:]))
-    arr = np.frombuffer(raw, dtype=np.int64)
-    return np.cumsum(arr[:rows]).tolist(), np.cumsum(arr[rows:]).tolist()
+    ts, ids = decode_key_arrays(data, rows)
+    return ts.tolist(), ids.tolist()
+
+
+def decode_key_arrays(data: bytes, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(timestamps, entry ids) as int64 arrays, both in block order."""
+    deltas = np.frombuffer(_decompress(data), dtype=np.int64, count=2 * rows)
+    return np.cumsum(deltas[:rows]), np.cumsum(deltas[rows:])
 
 
 def decode_lengths(data: bytes) -> list[int]:
