@@ -152,6 +152,17 @@ def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op:
         if not count_only:
             entry[1].append(value)
 
+    def sm_of(md: str | None):
+        """A row's structured metadata as pairs, each distinct text parsed once."""
+        if md is None:
+            return None
+        sm = md_cache.get(md)
+        if sm is None:
+            if len(md_cache) >= MD_CACHE_MAX:
+                md_cache.clear()
+            sm = md_cache[md] = _metadata_pairs(md)
+        return sm
+
     conditions = plan.conditions_for(label_sets.values())
     shortcut = LogfmtUnwrapScan.for_plan(pipeline, unwrap, only)
     if shortcut is not None and not shortcut.matchers and not plan.needles \
@@ -159,16 +170,6 @@ def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op:
         # no line filter: every row of the range is read, and whole sealed blocks are
         # read as columns (unwrap_columns.py); with one, the row path below lets the
         # reader skip the blocks and lines the filters rule out
-
-        def sm_of(md: str | None):
-            if md is None:
-                return None
-            sm = md_cache.get(md)
-            if sm is None:
-                if len(md_cache) >= MD_CACHE_MAX:
-                    md_cache.clear()
-                sm = md_cache[md] = _metadata_pairs(md)
-            return sm
         return scan_columns(reader, sids, label_sets, start, end, shortcut, stream_pipes,
                             unwrap, key_of, sm_of, stats)
     # (stream, metadata) -> the series key of the lines the shortcut reads, None: it reads none
@@ -180,13 +181,7 @@ def _scan_samples(reader: Reader, tenant, query: A.LogQuery, lr: A.LogRange, op:
         for _id, sid, ts, line, md in rows:
             lines += 1
             size += utf8_len(line)
-            sm = None
-            if md is not None:
-                sm = md_cache.get(md)
-                if sm is None:
-                    if len(md_cache) >= MD_CACHE_MAX:
-                        md_cache.clear()
-                    sm = md_cache[md] = _metadata_pairs(md)
+            sm = sm_of(md)
             if shortcut is not None:
                 fk = (sid, md)
                 key = shortcut_keys.get(fk, _UNSET)

@@ -68,11 +68,9 @@ class _Series:
         values = np.concatenate(self.values)
         ids = np.concatenate(self.ids)
         ranks = np.concatenate(self.ranks)
-        if len(ts) > 1:
+        if (ts[1:] > ts[:-1]).all():
             # already in (ts, stream, id) order, as one stream's blocks mostly come: kept
-            same = ts[1:] == ts[:-1]
-            if (ts[1:] >= ts[:-1]).all() and not same.any():
-                return ts, values
+            return ts, values
         order = np.lexsort((ids, ranks, ts))
         return ts[order], values[order]
 
