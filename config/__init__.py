@@ -218,8 +218,24 @@ class GrafanaConfig(msgspec.Struct, kw_only=True):
     login_cookie_name: str = "logstore_session"
 
 
+class ClickHouseConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`storage.clickhouse`: where the log data lives with `storage.backend: clickhouse`
+    (docs/scale-out.md). `url` is `chdb:///a/dir` (the embedded engine), or
+    `http(s)://host:port` of a server; the password is read from the environment variable
+    named by `password_env`, never from the file."""
+    url: str = ""
+    database: str = "logstore"
+    user: str = "default"
+    password_env: str = "LOGSTORE_CLICKHOUSE_PASSWORD"
+    cluster: str = ""   # ON CLUSTER name for the DDL; empty for one server
+
+
 class StorageConfig(msgspec.Struct, kw_only=True):
-    """logstore's own: how SQLite is driven."""
+    """logstore's own: where log data lives and how SQLite is driven."""
+    # sqlite: everything in the data directory's one file; clickhouse: log data (streams,
+    # entries, rollups) in ClickHouse, the rest still in the data directory
+    backend: str = "sqlite"
+    clickhouse: ClickHouseConfig = msgspec.field(default_factory=ClickHouseConfig)
     # FULL fsyncs every group commit: an acknowledged push survives power loss, not only
     # a process crash. Group commit amortises the fsync over every request in the batch.
     synchronous: str = "full"
@@ -512,6 +528,7 @@ def validate(cfg: Config) -> None:
     _validate_limits(cfg.limits_config, "limits_config")
     if cfg.distributor.max_inflight_bytes < 0:
         raise ConfigError("max inflight bytes cannot be less than zero")  # Loki's text
+    _validate_backend(cfg.storage)
     if cfg.storage.block_window <= 0:
         raise ConfigError("storage.block_window must be a positive duration")
     if cfg.storage.seal_grace_period < 0:
@@ -537,6 +554,28 @@ _COOKIE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 _PREFIX_SEGMENT = re.compile(r"^[A-Za-z0-9._~-]+$")
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _validate_backend(st: StorageConfig) -> None:
+    if st.backend not in ("sqlite", "clickhouse"):
+        raise ConfigError(f"storage.backend must be sqlite or clickhouse, not {st.backend!r}")
+    if st.backend != "clickhouse":
+        return
+    ch = st.clickhouse
+    if not ch.url.startswith(("chdb://", "http://", "https://")):
+        raise ConfigError("storage.clickhouse.url must be chdb:///a/directory or "
+                          f"http(s)://host:port with storage.backend: clickhouse, not {ch.url!r}")
+    if ch.url.startswith("chdb://") and not ch.url[len("chdb://"):].startswith("/"):
+        raise ConfigError("storage.clickhouse.url: chdb:// takes an absolute directory, "
+                          f"as chdb:///var/lib/logstore/clickhouse, not {ch.url!r}")
+    for key in ("database", "cluster"):
+        value = getattr(ch, key)
+        if value and not _IDENTIFIER.match(value) or key == "database" and not value:
+            raise ConfigError(f"storage.clickhouse.{key} must be a plain identifier "
+                              f"(letters, digits, _), not {value!r}")
 
 
 def path_prefix(value: str) -> str:

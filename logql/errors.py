@@ -48,9 +48,15 @@ class QueryError(Exception):
         self.message = message
 
 
+class StoreUnavailable(RuntimeError):
+    """The log store outside the data directory (ClickHouse) could not take or give data:
+    unreachable, or it refused the statement. A push is not acknowledged (503), a read
+    answers 503; both are worth retrying."""
+
+
 class QueryTimeout(Exception):
     """The query ran past `query_timeout` (raised by storage reads and the engine; 504)."""
 
 
-__all__ = ["ParseError", "QueryError", "QueryTimeout", "MAX_INPUT_SIZE", "ERR_EMPTY_MATCHERS",
+__all__ = ["ParseError", "QueryError", "QueryTimeout", "StoreUnavailable", "MAX_INPUT_SIZE", "ERR_EMPTY_MATCHERS",
            "ERR_ONLY_MATCHERS"]

@@ -9,7 +9,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, MethodNotAllowedException, NotFoundException
 
 from logql.depth import TooDeep
-from logql.errors import ParseError, QueryError, QueryTimeout
+from logql.errors import ParseError, QueryError, QueryTimeout, StoreUnavailable
 from services.read.query_gate import TooManyOutstanding
 from routes.respond import json_response
 from services.runtime.errors import DiskFull, JSONError, PlainError
@@ -44,6 +44,12 @@ def handle_json_error(_: Request, exc: JSONError) -> Response:
 
 def handle_disk_full(_: Request, exc: DiskFull) -> Response:
     return plain_response(503, str(exc), newline=True)
+
+
+def handle_store_unavailable(_: Request, exc: StoreUnavailable) -> Response:
+    """The log store (ClickHouse) could not answer: 503, so clients and load balancers
+    retry, with what it said."""
+    return plain_response(503, f"the log store is unavailable: {exc}", newline=True)
 
 
 def handle_query_error(_: Request, exc: ParseError | QueryError) -> Response:
@@ -109,6 +115,7 @@ EXCEPTION_HANDLERS = {
     PlainError: handle_plain_error,
     JSONError: handle_json_error,
     DiskFull: handle_disk_full,
+    StoreUnavailable: handle_store_unavailable,
     ParseError: handle_query_error,
     QueryError: handle_query_error,
     QueryTimeout: handle_timeout,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -24,7 +25,7 @@ import config as config_module  # noqa: E402
 from app import create_app  # noqa: E402
 
 
-from tests.storage_matrix import STATES, Settler, open_client, storage_config  # noqa: E402
+from tests.storage_matrix import CLICKHOUSE, STATES, Settler, open_client, storage_config  # noqa: E402
 
 # The storage matrix (tests/storage_matrix.py): every test under these paths that uses a
 # client or server fixture (or the `storage_state` fixture itself) runs once per state listed,
@@ -32,8 +33,8 @@ from tests.storage_matrix import STATES, Settler, open_client, storage_config  #
 # runs with the default storage settings and no settling. Each state runs where it adds
 # coverage: the split state, where readers merge blocks with the head, on the query engines
 # and on every read path of the deletion/retention matrix; head and sealed on every read suite.
-ALL = STATES
-HEAD_SEALED = ("head", "sealed")
+ALL = STATES + (CLICKHOUSE,)
+HEAD_SEALED = ("head", "sealed", CLICKHOUSE)
 MATRIX: dict[str, tuple[str, ...]] = {
     "tests/query": ALL,
     "tests/metrics": ALL,
@@ -64,6 +65,8 @@ def pytest_generate_tests(metafunc) -> None:
     if "storage_state" not in metafunc.fixturenames:
         return
     states = matrix_states(metafunc.definition.path)
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        states = tuple(s for s in states if s != CLICKHOUSE)
     if states and not metafunc.definition.get_closest_marker("seals_itself"):
         metafunc.parametrize("storage_state", states, indirect=True, scope="module")
 
@@ -105,18 +108,20 @@ def storage_state(request) -> str | None:
     return getattr(request, "param", None)
 
 
-def _with_test_storage(extra: dict | None, state: str | None = None) -> dict:
+def _with_test_storage(extra: dict | None, state: str | None = None,
+                       data_dir: Path | None = None, own_process: bool = False) -> dict:
     extra = dict(extra or {})
     if state is not None:
         # the test's own storage settings win: a test that configures sealing means it
-        extra["storage"] = {**storage_config(state), **extra.get("storage", {})}
+        extra["storage"] = {**storage_config(state, data_dir, own_process),
+                            **extra.get("storage", {})}
     return extra
 
 
 def make_config(data_dir: Path, extra: dict | None = None,
                 state: str | None = None) -> config_module.Config:
     data: dict[str, Any] = {"common": {"path_prefix": str(data_dir)}}
-    for section, values in _with_test_storage(extra, state).items():
+    for section, values in _with_test_storage(extra, state, data_dir).items():
         if isinstance(values, dict):
             data.setdefault(section, {}).update(values)
         else:
@@ -128,6 +133,26 @@ def matrix_client(data_dir: Path, extra: dict | None, state: str | None):
     """A client over a fresh app whose reads find the data in `state`, to be entered with
     `with` (it starts the app's lifespan)."""
     return open_client(create_app(make_config(data_dir, extra, state)), state)
+
+
+@contextlib.contextmanager
+def engine_reader(client: Any):
+    """A factory of the engine's storage reader (`logql.reading.Reader`) over what `client`
+    stored, settled into its storage state: a read-only SQLite connection of its own, or
+    the app's ClickHouse store (the client must stay open while it is used)."""
+    from storage.db import connect
+    from storage.reader import LogReader
+
+    client.settler.settle()
+    store = client.app.state.services.querier.store
+    if hasattr(store, "rows"):
+        yield lambda: store.reader(None, None)
+        return
+    conn = connect(client.app.state.services.db.path, readonly=True)
+    try:
+        yield lambda: LogReader(conn)
+    finally:
+        conn.close()
 
 
 @pytest.fixture
@@ -166,7 +191,7 @@ class LogstoreServer:
         self.extra = extra or {}
         self.config_path = data_dir.parent / f"{data_dir.name}-config.yaml"
         cfg = {"common": {"path_prefix": str(data_dir)}}
-        for section, values in _with_test_storage(extra, state).items():
+        for section, values in _with_test_storage(extra, state, data_dir, True).items():
             if isinstance(values, dict):
                 cfg.setdefault(section, {}).update(values)
             else:

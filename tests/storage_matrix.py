@@ -7,6 +7,8 @@ fixture-side mechanism that puts it there.
     split   the older half of the lines (by timestamp, then id) sealed, the newer half in the
             head: the usual state of a running server, and the one where a reader must merge
             blocks with the head
+    clickhouse  `storage.backend: clickhouse` on the embedded engine (chdb): every line in
+            ClickHouse, the SQLite file's head and blocks empty
 
 Only the settler seals (the background sealer is disabled in every state), so the state a
 test reads is exactly the promised one, and the settler asserts it (blocks non-empty, head
@@ -18,7 +20,11 @@ Which test directories run in which states is decided in tests/conftest.py (MATR
 
 from __future__ import annotations
 
+import atexit
+import hashlib
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,13 +32,35 @@ import httpx
 from litestar.testing import TestClient
 
 STATES = ("head", "sealed", "split")
+CLICKHOUSE = "clickhouse"
 BLOCK_ROWS = 50
+_embedded_dir: str | None = None
 
 
-def storage_config(state: str | None) -> dict[str, Any]:
-    """The `storage` settings a state runs with (none outside the matrix)."""
+def _embedded() -> str:
+    """The one chdb directory of this test process: chdb runs one embedded server per
+    process, so every in-process app of the clickhouse state shares it, each with a
+    database of its own."""
+    global _embedded_dir
+    if _embedded_dir is None:
+        _embedded_dir = tempfile.mkdtemp(prefix="logstore-chdb-")
+        atexit.register(shutil.rmtree, _embedded_dir, True)
+    return _embedded_dir
+
+
+def storage_config(state: str | None, data_dir: Path | None = None,
+                   own_process: bool = False) -> dict[str, Any]:
+    """The `storage` settings a state runs with (none outside the matrix). The clickhouse
+    state names a database after `data_dir` (an app opened again on it finds its data);
+    `own_process`: a server subprocess, whose chdb directory sits beside its data."""
     if state is None:
         return {}
+    if state == CLICKHOUSE:
+        assert data_dir is not None
+        name = "t_" + hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
+        where = f"{Path(data_dir).resolve()}-chdb" if own_process else _embedded()
+        return {"backend": "clickhouse",
+                "clickhouse": {"url": f"chdb://{where}", "database": name}}
     cfg: dict[str, Any] = {"sealing_enabled": False}
     if state != "head":
         cfg.update({"block_window": "1m", "block_max_rows": BLOCK_ROWS})
@@ -96,8 +124,14 @@ class StateError(AssertionError):
     pass
 
 
-def check_state(state: str, head: int, sealed: int) -> None:
-    """The promise of each state, given that something is stored."""
+def check_state(state: str, head: int, sealed: int, elsewhere: int | None = None) -> None:
+    """The promise of each state, given that something is stored (`elsewhere`: the rows
+    in ClickHouse, None when this process cannot count them)."""
+    if state == CLICKHOUSE:
+        if head or sealed or elsewhere == 0:
+            raise StateError(f"storage state {state!r} promised, found {head} head rows and "
+                             f"{sealed} sealed rows in SQLite and {elsewhere} in ClickHouse")
+        return
     if state == "head":
         ok = sealed == 0 and head > 0
     elif state == "sealed":
@@ -113,8 +147,10 @@ class Settler:
     """Puts one database into the promised state before a read that follows a write."""
 
     def __init__(self, state: str | None, db_path: Callable[[], str | Path],
-                 flush: Callable[[], None], gate: Callable[[], int | None] = lambda: None):
+                 flush: Callable[[], None], gate: Callable[[], int | None] = lambda: None,
+                 elsewhere: Callable[[], int | None] = lambda: None):
         self.state = state
+        self.elsewhere = elsewhere
         self.db_path = db_path
         self.flush = flush
         self.gate = gate
@@ -127,6 +163,10 @@ class Settler:
         self.dirty = False
         path = self.db_path()
         head, sealed = counts(path)
+        if self.state == CLICKHOUSE:
+            check_state(self.state, head, sealed, self.elsewhere())
+            self.settled += 1
+            return
         if head + sealed == 0:
             return
         if self.state == "sealed" and head:
@@ -179,5 +219,10 @@ def open_client(app: Any, state: str | None) -> MatrixClient:
             return None
         return client.blocking_portal.call(sealer.gate)
 
-    client.settler = Settler(state, lambda: app.state.services.db.path, flush, gate)
+    def elsewhere() -> int | None:
+        store = app.state.services.querier.store
+        return store.rows() if hasattr(store, "rows") else None
+
+    client.settler = Settler(state, lambda: app.state.services.db.path, flush, gate,
+                             elsewhere)
     return client

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import repeat
-from typing import Callable, Iterable, Sequence
+from typing import Awaitable, Callable, Iterable, Protocol, Sequence
 
 import msgspec
 
@@ -23,6 +23,7 @@ from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_l
 from services.ingest.levels import LevelDetector, normalise_level
 from services.runtime.limits import Limits
 from storage.db import Database
+from logql.errors import StoreUnavailable
 from storage.entries import AppendResult, PreparedStream, append
 from services.runtime.errors import PlainError
 from services.ingest.ingest_limits import IngestLimits
@@ -31,6 +32,16 @@ from logql.model import canonical_labels, label_pairs_string
 log = logging.getLogger("logstore.ingester")
 
 WrittenListener = Callable[[str, AppendResult], None]
+
+
+class LogAppender(Protocol):
+    """Where pushes go when log data does not live in the SQLite file (storage.backend:
+    clickhouse): `append` returns once the rows are stored, or raises StoreUnavailable
+    (nothing acknowledged: the push answers 503 and the client sends it again);
+    `available` is False while the store cannot be reached (/ready answers 503)."""
+    available: bool
+
+    def append(self, tenant: str, streams: list[PreparedStream]) -> Awaitable[AppendResult]: ...
 
 EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
 _SM_RUNS = re.compile(r"[^A-Za-z0-9]+")
@@ -135,8 +146,10 @@ def entry_hash(line_bytes: bytes, metadata: str | None) -> int:
 class Ingester:
     def __init__(self, db: Database, limits: Limits, *,
                  ingest_limits: IngestLimits | None = None,
-                 written_listeners: Sequence[WrittenListener] = ()):
+                 written_listeners: Sequence[WrittenListener] = (),
+                 appender: LogAppender | None = None):
         self.db = db
+        self.appender = appender  # None: the SQLite file's writer
         self.limits = limits
         # by `log_level_fields`: tenants share one detector unless their overrides differ
         self._detectors: dict[tuple[str, ...], LevelDetector] = {}
@@ -154,6 +167,8 @@ class Ingester:
 
     @property
     def writer_alive(self) -> bool:
+        if self.appender is not None:
+            return self.appender.available
         return self.db.writer_alive
 
     # -- validation --------------------------------------------------------------------------
@@ -409,7 +424,15 @@ class Ingester:
                 self.ingest_limits.count_discarded(tenant, reason, lines, size)
         if prepared and self.ingest_limits is not None:
             prepared = self._within_limits(tenant, prepared, outcome)
-        if prepared:
+        if prepared and self.appender is not None:
+            try:
+                outcome.result = await self.appender.append(tenant, prepared)
+            except StoreUnavailable as exc:
+                log.error("push not stored: %s", exc)
+                raise PushError(503, f"the log store cannot take the push now: {exc}"
+                                ) from None
+            self._written(tenant, outcome.result)
+        elif prepared:
             cache = self.db.writer_cache.setdefault("streams", {})
             outcome.result = await self.db.write(lambda conn: append(conn, cache, tenant,
                                                                      prepared))

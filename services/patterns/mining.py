@@ -58,9 +58,11 @@ class MinerState:
     def templates(self) -> int:
         return sum(len(m.clusters) for m in self.miners.values())
 
-    def mine(self, conn: Any, after: int) -> Mined | None:
-        """One batch of head entries above `after`; None when there are none."""
-        rows = store.new_entries(conn, after, BATCH)
+    def mine(self, conn: Any, after: int,
+             source: Callable[[Any, int, int], list] = store.new_entries) -> Mined | None:
+        """One batch of entries above `after` (an entry id, or a ClickHouse row's `seq`)
+        from `source`; None when there are none."""
+        rows = source(conn, after, BATCH)
         if not rows:
             return None
         with self.lock:
@@ -132,10 +134,13 @@ def run_job(state: MinerState, conn: Any, job: PatternJob) -> Any:
 # -- where the mining runs ----------------------------------------------------------------
 
 class LocalMiners:
-    """In the server, on its reader threads (`querier.worker_processes: 0`)."""
+    """In the server, on its reader threads (`querier.worker_processes: 0`). `source`:
+    where new lines come from, SQLite's head unless log data lives in ClickHouse."""
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Any,
+                 source: Callable[[Any, int, int], list] = store.new_entries) -> None:
         self.db = db
+        self.source = source
         self.state = MinerState()
         self.templates = 0
 
@@ -143,7 +148,7 @@ class LocalMiners:
         self.templates = await self.db.read(self.state.load)
 
     async def mine(self, after: int) -> Mined | None:
-        done = await self.db.read(self.state.mine, after)
+        done = await self.db.read(self.state.mine, after, self.source)
         if done is not None:
             self.templates = done[4]
         return done

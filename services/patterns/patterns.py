@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from services.runtime.base import cancel_task
 from services.runtime.metrics import ScrapeCollector, counter, gauge
@@ -34,8 +34,12 @@ PAUSE_FACTOR = 3.0
 
 class Patterns:
     def __init__(self, db: Any, enabled: bool, retain_for_ns: int,
-                 miners: LocalMiners | WorkerMiners | None = None):
+                 miners: LocalMiners | WorkerMiners | None = None,
+                 newest: Callable[[Any], int] = newest_head_id):
         self.db = db
+        # the mark of the newest line there is to mine (read on a reader thread): the
+        # head's newest id, or ClickHouse's newest seq
+        self.newest = newest
         self.enabled = enabled
         self.retain_for = retain_for_ns
         # where the templates live and the mining runs (services/patterns/mining.py)
@@ -118,7 +122,7 @@ class Patterns:
         nothing above it, so no line leaves the head unmined). Entries pushed meanwhile wait
         for the next round: chasing them would keep a sealer waiting for as long as pushes
         keep coming, and the head would never be sealed."""
-        newest = await self.db.read(newest_head_id)
+        newest = await self.db.read(self.newest)
         while self.mined_id < newest and await self.mine_now():
             pass
         return self.mined_id

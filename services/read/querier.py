@@ -34,8 +34,8 @@ from services.runtime.limits import Limits
 from services.read.query_gate import QueryGate
 from services.read.query_pool import QueryPool, portable
 from services.read.query_worker import LogJob, StepsJob
-from services.read.readers import (Reading, Scope, Visibility, limits_snapshot, reader_for,
-                                   tenants_of)
+from services.read.readers import (LogStore, Reading, Scope, SqliteLogs, Visibility,
+                                   limits_snapshot, reader_for, tenants_of)
 from services.upkeep.compactor import RetentionPolicy
 from services.upkeep.deletes import Deletions
 from storage import streams
@@ -78,8 +78,11 @@ def check_interval_limit(expr: Any, limit: int) -> None:
 class Querier:
     def __init__(self, db: Database, limits: Limits, *, max_concurrent: int = 0,
                  max_outstanding: int = 0, retention: RetentionPolicy | None = None,
-                 deletions: Deletions | None = None, pool: QueryPool | None = None):
+                 deletions: Deletions | None = None, pool: QueryPool | None = None,
+                 store: LogStore | None = None):
         self.db = db
+        # where log data is read: the SQLite file, or ClickHouse (storage.backend)
+        self.store: LogStore = store if store is not None else SqliteLogs(db)
         self.limits = limits
         self.gate = QueryGate(max_concurrent, max_outstanding,
                               lambda tenant: limits.of(tenant).max_query_parallelism)
@@ -124,7 +127,8 @@ class Querier:
         return Visibility(limits_snapshot(self.limits, tenant), retention, deletes, now)
 
     def _reader_at(self, conn: Any, tenant: Scope, began: float) -> Reading:
-        return reader_for(conn, tenant, self._visibility(tenant), began, self.retention)
+        return reader_for(conn, tenant, self._visibility(tenant), began, self.retention,
+                          self.store)
 
     @contextlib.asynccontextmanager
     async def _turn(self, tenant: Scope,
@@ -172,7 +176,7 @@ class Querier:
                 reader.inner.cancelled = True
 
         async with self._turn(tenant, cancel):
-            return await self.db.read(run)
+            return await self.store.read(run)
 
     async def query(self, tenant: Scope, expr: Any, *, start: int, end: int, limit: int,
                     backward: bool, interval: int = 0, step: int = 0, instant: bool = False,
@@ -262,16 +266,16 @@ class Querier:
         if self._hiding():
             sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({name for labels in sets for name in labels})
-        return await self._read(tenant, lambda reader: streams.label_names(
-            reader.inner.conn, tenant, start, end, matchers))
+        return await self._read(tenant, lambda reader: self.store.label_names(
+            reader.inner, tenant, start, end, matchers))
 
     async def label_values(self, tenant: Scope, name: str, start: int, end: int,
                            matchers: Sequence[Matcher] | None) -> list[str]:
         if self._hiding():
             sets = await self.label_sets(tenant, [matchers or ()], start, end)
             return sorted({labels[name] for labels in sets if name in labels})
-        return await self._read(tenant, lambda reader: streams.label_values(
-            reader.inner.conn, tenant, name, start, end, matchers))
+        return await self._read(tenant, lambda reader: self.store.label_values(
+            reader.inner, tenant, name, start, end, matchers))
 
     async def series(self, tenant: Scope, groups: Sequence[Sequence[Matcher]], start: int,
                      end: int) -> list[str]:
@@ -280,8 +284,8 @@ class Querier:
             found = [streams.labels_json(s) for s in sorted(
                 await self.label_sets(tenant, groups, start, end), key=streams.canonical_labels)]
         else:
-            found = await self._read(tenant, lambda reader: streams.series_json(
-                reader.inner.conn, tenant, groups, start, end))
+            found = await self._read(tenant, lambda reader: self.store.series_json(
+                reader.inner, tenant, groups, start, end))
         self._check_series(tenant, len(found))
         return found
 

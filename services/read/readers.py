@@ -11,17 +11,63 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 from services.read.visibility import VisibleReader
 from services.runtime.limits import Limits
 from services.upkeep.compactor import RetentionPolicy
 from services.upkeep.deletes import ActiveFilter, filters_matching
+from storage import streams
 from storage.reader import LogReader
-from storage.streams import TenantSet
+from storage.streams import Matcher, TenantSet
 
 Scope = str | TenantSet
 Reading = VisibleReader[LogReader]
+T = TypeVar("T")
+
+
+class LogStore(Protocol):
+    """Where the querier's reads go: a thread to read on, the engine's `Reader` over what
+    that thread holds, and the stream index's answers for labels and series when nothing
+    is hidden. SQLite (`SqliteLogs`) or ClickHouse (storage/clickhouse/store.py)."""
+
+    def read(self, fn: Callable[[Any], T]) -> Awaitable[T]: ...
+
+    def reader(self, conn: Any, deadline: float | None) -> Any: ...
+
+    def label_names(self, inner: Any, tenant: Scope, start: int, end: int,
+                    matchers: Sequence[Matcher] | None) -> list[str]: ...
+
+    def label_values(self, inner: Any, tenant: Scope, name: str, start: int, end: int,
+                     matchers: Sequence[Matcher] | None) -> list[str]: ...
+
+    def series_json(self, inner: Any, tenant: Scope, groups: Sequence[Sequence[Matcher]],
+                    start: int, end: int) -> list[str]: ...
+
+
+class SqliteLogs:
+    """The data directory's SQLite file: a reader connection of the pool per read."""
+
+    def __init__(self, db: Any):
+        self.db = db
+
+    def read(self, fn: Callable[[Any], T]) -> Awaitable[T]:
+        return self.db.read(fn)
+
+    def reader(self, conn: Any, deadline: float | None) -> LogReader:
+        return LogReader(conn, deadline)
+
+    def label_names(self, inner: LogReader, tenant: Scope, start: int, end: int,
+                    matchers: Sequence[Matcher] | None) -> list[str]:
+        return streams.label_names(inner.conn, tenant, start, end, matchers)
+
+    def label_values(self, inner: LogReader, tenant: Scope, name: str, start: int, end: int,
+                     matchers: Sequence[Matcher] | None) -> list[str]:
+        return streams.label_values(inner.conn, tenant, name, start, end, matchers)
+
+    def series_json(self, inner: LogReader, tenant: Scope,
+                    groups: Sequence[Sequence[Matcher]], start: int, end: int) -> list[str]:
+        return streams.series_json(inner.conn, tenant, groups, start, end)
 
 
 @dataclass(frozen=True)
@@ -44,7 +90,8 @@ def limits_snapshot(limits: Limits, scope: Scope) -> Limits:
 
 
 def reader_for(conn: Any, scope: Scope, vis: Visibility, began: float,
-               policy: RetentionPolicy | None = None) -> Reading:
+               policy: RetentionPolicy | None = None,
+               store: LogStore | None = None) -> Reading:
     """The reader a read of `scope` that began at `began` (time.monotonic) goes through.
     `policy`: the server's own retention policy (its compiled rules are kept between
     reads); a worker builds one from `vis`."""
@@ -74,4 +121,5 @@ def reader_for(conn: Any, scope: Scope, vis: Visibility, began: float,
 
         def deletes_of(own: str, labels: dict[str, str]) -> list:
             return filters_matching(by_tenant.get(own, ()), labels)
-    return VisibleReader(LogReader(conn, deadline), cutoff_of, deletes_of)
+    inner = LogReader(conn, deadline) if store is None else store.reader(conn, deadline)
+    return VisibleReader(inner, cutoff_of, deletes_of)

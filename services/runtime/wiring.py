@@ -8,7 +8,10 @@ is patched in afterwards. app.py calls this once and runs `Services.lifecycle`.
 
 from __future__ import annotations
 
-from config import Config, LimitsConfig
+import os
+from typing import TYPE_CHECKING
+
+from config import Config, LimitsConfig, StorageConfig
 from services.upkeep import compactor as compactor_module
 from services.ingest import inflight as inflight_module
 from services.ingest import ingest_limits as ingest_limits_module
@@ -27,7 +30,7 @@ from services.ingest.ingester import Ingester
 from services.runtime.metrics import Metrics
 from services.ingest.otlp import TenantMappers
 from services.runtime.overrides import Overrides
-from services.patterns.mining import WorkerMiners
+from services.patterns.mining import LocalMiners, WorkerMiners
 from services.patterns.patterns import Patterns
 from services.read.querier import Querier
 from services.read.query_gate import gate_collector
@@ -38,8 +41,18 @@ from services.upkeep.shutdown import ShutdownControl
 from services.read.tail import TailHub
 from storage.db import Database
 
+if TYPE_CHECKING:
+    from storage.clickhouse.store import ClickHouseLogs
+
 # the modules whose states /services and /ready report, as Loki names them
 MODULE_NAMES = ["server", "store", "ingester", "sealer"]
+
+
+def clickhouse_logs(st: StorageConfig) -> "ClickHouseLogs":
+    from storage.clickhouse.store import ClickHouseLogs, Target  # only this backend needs it
+    ch = st.clickhouse
+    return ClickHouseLogs(Target(ch.url, ch.database, ch.user,
+                                 os.environ.get(ch.password_env, ""), ch.cluster))
 
 
 def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[str, str],
@@ -55,12 +68,18 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     ingest_limits = IngestLimits(limits.of)
     inflight_bytes = InflightBytes(cfg.distributor.max_inflight_bytes)
 
-    workers = cfg.querier.worker_processes
+    # storage.backend: clickhouse keeps the log data there: the sealer and the query
+    # workers (which read the SQLite file) do not run, the pattern miner reads new lines
+    # and the compactor removes them there (docs/scale-out.md)
+    logs = clickhouse_logs(st) if st.backend == "clickhouse" else None
+    workers = cfg.querier.worker_processes if logs is None else 0
     query_pool = QueryPool(workers, db.path) if workers > 0 else None
     pattern_cfg = cfg.pattern_ingester
     # with query workers, the miner's templates and work live in one of them
-    patterns = Patterns(db, pattern_cfg.enabled, pattern_cfg.retain_for,
-                        WorkerMiners(query_pool.pattern_job) if query_pool else None)
+    miners = WorkerMiners(query_pool.pattern_job) if query_pool else \
+        LocalMiners(db, logs.new_entries) if logs else None
+    patterns = Patterns(db, pattern_cfg.enabled, pattern_cfg.retain_for, miners,
+                        **({"newest": logs.newest_seq} if logs else {}))
     mining = patterns.enabled
     retention = RetentionPolicy(cfg.compactor.retention_enabled, limits)
     # the miner's counts follow lines a delete request removed from disk
@@ -69,16 +88,18 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     querier = Querier(
         db, limits, max_concurrent=cfg.querier.max_concurrent,
         max_outstanding=cfg.query_scheduler.max_outstanding_requests_per_tenant,
-        retention=retention, deletions=deletions, pool=query_pool)
+        retention=retention, deletions=deletions, pool=query_pool, store=logs)
     # head rows are mined before the sealer moves them into blocks
     sealer = Sealer(db, window_ns=st.block_window, grace_ns=st.seal_grace_period,
-                    max_rows=st.block_max_rows, enabled=st.sealing_enabled,
+                    max_rows=st.block_max_rows, enabled=st.sealing_enabled and logs is None,
                     gate=patterns.catch_up if mining else None)
     tail_hub = TailHub(lambda tenant: limits.of(tenant).max_concurrent_tail_requests)
     ingester = Ingester(db, limits, ingest_limits=ingest_limits, written_listeners=[
-        sealer.notify, *([patterns.notify] if mining else []), tail_hub.on_written])
+        sealer.notify, *([patterns.notify] if mining else []), tail_hub.on_written],
+        appender=logs)
     compactor = Compactor(db, retention, interval_ns=cfg.compactor.compaction_interval,
-                          delay_ns=cfg.compactor.retention_delete_delay, deletions=deletions)
+                          delay_ns=cfg.compactor.retention_delete_delay, deletions=deletions,
+                          removal=logs.removal if logs else None)
     ruler = Ruler(db, querier, cfg)
     states = ServiceRegistry(list(MODULE_NAMES))
     shutdown = ShutdownControl(cfg.data_dir, states, sealer, ingester)
@@ -98,6 +119,7 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     lifecycle = [
         # first to stop: a prepared shutdown seals the head while the sealer still runs
         Lifecycle(stop=shutdown.on_stop),
+        *([Lifecycle(start=logs.start)] if logs else []),
         Lifecycle(start=grafana.start),
         Lifecycle(sealer.start, sealer.stop),
         Lifecycle(limits.start, limits.stop),
@@ -107,6 +129,8 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
         Lifecycle(patterns.start, patterns.stop),
         Lifecycle(stop=tail_hub.stop),
         *([Lifecycle(stop=query_pool.stop)] if query_pool else []),
+        # last to stop: everything above may still read or write log data
+        *([Lifecycle(stop=logs.stop)] if logs else []),
     ]
     return Services(
         config=cfg, db=db, states=states, metrics=metrics, limits=limits,

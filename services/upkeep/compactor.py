@@ -78,8 +78,11 @@ class RetentionPolicy:
 
 class Compactor:
     def __init__(self, db: Any, policy: RetentionPolicy, *, interval_ns: int, delay_ns: int,
-                 deletions: Any = None):
+                 deletions: Any = None, removal: Any = None):
         self.db = db
+        # storage.backend: clickhouse: where lines are removed instead of SQLite's head and
+        # blocks (storage/clickhouse/removal.py)
+        self.removal = removal
         self.policy = policy
         self.deletions = deletions
         self.interval = interval_ns / 1e9
@@ -112,6 +115,8 @@ class Compactor:
 
     async def run_once(self) -> int:
         """One retention sweep; returns the lines removed."""
+        if self.removal is not None:
+            return await self._run_once_elsewhere()
         async with self._lock:
             started = time.perf_counter()
             removed = 0
@@ -152,6 +157,33 @@ class Compactor:
             if removed:
                 log.info("retention sweep removed %d lines in %.1f s", removed,
                          self.last_duration)
+            return removed
+
+
+    async def _run_once_elsewhere(self) -> int:
+        """The sweep over ClickHouse: the same requests and cutoffs, removed there (no
+        rollups or blocks to keep whole: the cutoff is exact)."""
+        async with self._lock:
+            started = time.perf_counter()
+            removal = self.removal
+            streams = await asyncio.to_thread(removal.streams)
+            removed = 0
+            emptied: set[int] = set()
+            if self.deletions is not None:
+                removed += await self.deletions.process_due(streams, removal)
+                emptied, self.deletions.touched = self.deletions.touched, set()
+            for sid, info in streams.items():
+                visible = self.policy.cutoff_of(info.tenant, info.labels)
+                if visible is None or info.first_ts >= visible - self.delay:
+                    continue
+                removed += await asyncio.to_thread(removal.expire, sid, visible - self.delay)
+                emptied.add(sid)
+            for sid in emptied:
+                if await asyncio.to_thread(removal.drop_if_empty, sid):
+                    self.streams_removed += 1
+            self.sweeps += 1
+            self.lines_removed += removed
+            self.last_duration = time.perf_counter() - started
             return removed
 
 

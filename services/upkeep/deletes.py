@@ -262,9 +262,11 @@ class Deletions:
         await self.db.write(lambda conn: deletes.bump_generation(conn, tenant))
 
     # -- physical removal (the compactor) -------------------------------------------------------
-    async def process_due(self, streams: dict[int, tuple[str, dict[str, str], int, int]]) -> int:
+    async def process_due(self, streams: dict[int, tuple[str, dict[str, str], int, int]],
+                          removal: Any = None) -> int:
         """Remove from disk the lines of every piece past the cancel period; returns the
-        lines removed. `streams`: stream id -> (tenant, labels, first ts, last ts)."""
+        lines removed. `streams`: stream id -> (tenant, labels, first ts, last ts);
+        `removal`: ClickHouse's (storage/clickhouse/removal.py) instead of SQLite's."""
         if not self.enabled:
             return 0
         now_s = self.clock() / 1e9
@@ -281,7 +283,8 @@ class Deletions:
                 if tenant == p.tenant and first_ts <= p.end and last_ts >= p.start \
                         and all(m.matches(labels.get(m.name, ""))
                                 for m in query.selector.matchers):
-                    n = await self._remove(sid, p.start, p.end, pick)
+                    n = await (self._remove(sid, p.start, p.end, pick) if removal is None
+                               else self._remove_elsewhere(removal, sid, p.start, p.end, pick))
                     if n:
                         self.touched.add(sid)
                     removed += n
@@ -322,6 +325,14 @@ class Deletions:
             ids = await self.db.read(deletes.blocks_overlapping, sid, start, end) \
                 if moved else []
         return removed
+
+    async def _remove_elsewhere(self, removal: Any, sid: int, start: int, end: int,
+                                pick) -> int:
+        gone = await asyncio.to_thread(removal.remove, sid, start, end, pick)
+        self.lines_deleted += len(gone)
+        self.bytes_deleted += sum(size for _, _, size in gone)
+        await self._removed(sid, [(ts, line) for ts, line, _ in gone])
+        return len(gone)
 
     async def _removed(self, sid: int, rows: list[tuple[int, str]]) -> None:
         for listener in self.removed_listeners:

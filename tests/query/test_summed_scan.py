@@ -16,9 +16,8 @@ STREAMS = 300   # enough for the group labels to come from the postings
 
 
 @pytest.fixture(scope="module")
-def conn(tmp_path_factory, storage_state):
-    from storage.db import connect
-    from tests.conftest import matrix_client
+def stored(tmp_path_factory, storage_state):
+    from tests.conftest import engine_reader, matrix_client
 
     with matrix_client(tmp_path_factory.mktemp("summed") / "data", OLD_DATA,
                        storage_state) as c:
@@ -41,21 +40,22 @@ def conn(tmp_path_factory, storage_state):
         # a stream whose metadata carries an error: its lines are an error series
         push(c, {"env": "bad", "app": "x"},
              [[str(T + 5 * S), "level=error boom", {"__error__": "SomeErr"}]])
-        path = c.app.state.services.db.path
-        c.settler.settle()
-    conn = connect(path, readonly=True)
-    yield conn
-    conn.close()
+        with engine_reader(c) as make:
+            yield make, c.app.state.services.db.path
 
 
-def _evaluate(conn, text: str, instant: bool, fast: bool, monkeypatch,
+@pytest.fixture
+def reader(stored):
+    return stored[0]
+
+
+def _evaluate(reader, text: str, instant: bool, fast: bool, monkeypatch,
               patched: str = "eval_summed_scan_counts"):
     from logql import parse_expr
     from logql.engine import metrics, range as range_agg, summed_scan
     from logql.engine.results import QueryStats
     from logql.errors import QueryError
     from services.read.visibility import VisibleReader
-    from storage.reader import LogReader
 
     taken = []
     real = getattr(summed_scan, patched, None) or getattr(range_agg, patched)
@@ -67,7 +67,7 @@ def _evaluate(conn, text: str, instant: bool, fast: bool, monkeypatch,
     monkeypatch.setattr(metrics, patched, spy)
     stats = QueryStats()
     try:
-        out = metrics.evaluate_metric(VisibleReader(LogReader(conn)), "fake", parse_expr(text),
+        out = metrics.evaluate_metric(VisibleReader(reader()), "fake", parse_expr(text),
                                       start_ns=T - 600 * S, end_ns=T + (600 if instant else 1200) * S,
                                       step_ns=60 * S, instant=instant, stats=stats)
     except QueryError as exc:
@@ -83,9 +83,9 @@ def _evaluate(conn, text: str, instant: bool, fast: bool, monkeypatch,
     ('sum by (env, app) (count_over_time({env="prod"} |~ "disk|oops" [10m]))', True),
     ('sum by (pod) (count_over_time({env="prod", app="a3"} |= "error" [1m]))', False),
 ])
-def test_counted_per_group_as_the_general_path_counts(conn, monkeypatch, text, instant):
-    general, _ = _evaluate(conn, text, instant, False, monkeypatch)
-    grouped, taken = _evaluate(conn, text, instant, True, monkeypatch)
+def test_counted_per_group_as_the_general_path_counts(reader, monkeypatch, text, instant):
+    general, _ = _evaluate(reader, text, instant, False, monkeypatch)
+    grouped, taken = _evaluate(reader, text, instant, True, monkeypatch)
     assert taken
     assert grouped == general
     assert general[0] in ("matrix", "vector") and general[1]
@@ -101,21 +101,25 @@ def test_counted_per_group_as_the_general_path_counts(conn, monkeypatch, text, i
     # the metadata's __error__ makes an error series: the general path's answer
     'sum by (app) (count_over_time({env="bad"} |= "error" [5m]))',
 ])
-def test_other_shapes_answer_as_before(conn, monkeypatch, text):
-    general, _ = _evaluate(conn, text, False, False, monkeypatch)
-    grouped, taken = _evaluate(conn, text, False, True, monkeypatch)
+def test_other_shapes_answer_as_before(reader, monkeypatch, text):
+    general, _ = _evaluate(reader, text, False, False, monkeypatch)
+    grouped, taken = _evaluate(reader, text, False, True, monkeypatch)
     assert not taken
     assert grouped == general
 
 
-def test_metadata_error_is_the_pipeline_error(conn, monkeypatch):
-    got, _ = _evaluate(conn, 'sum by (app) (count_over_time({env="bad"} |= "error" [5m]))',
+def test_metadata_error_is_the_pipeline_error(reader, monkeypatch):
+    got, _ = _evaluate(reader, 'sum by (app) (count_over_time({env="bad"} |= "error" [5m]))',
                        False, True, monkeypatch)
     assert got[0] == "error" and "SomeErr" in got[1]
 
 
-def test_group_values_from_postings_equal_the_label_sets(conn, monkeypatch):
+@pytest.mark.sqlite_only  # the SQLite stream index's two ways to the same values
+def test_group_values_from_postings_equal_the_label_sets(stored, monkeypatch):
     from storage import streams
+    from storage.db import connect
+
+    conn = connect(stored[1], readonly=True)
 
     ids = streams.select_stream_ids(conn, "fake", [], None, None)
     names = ["app", "team", "zone"]
@@ -132,6 +136,7 @@ def test_group_values_from_postings_equal_the_label_sets(conn, monkeypatch):
     monkeypatch.setattr(streams, "POSTINGS_PER_STREAM", 0)
     assert streams.stream_label_values(conn, ids, "fake", names) == want
     assert calls       # a name with more postings than allowed: from the label sets
+    conn.close()
 
 
 @pytest.mark.parametrize("text, instant", [
@@ -141,14 +146,14 @@ def test_group_values_from_postings_equal_the_label_sets(conn, monkeypatch):
     ('sum by (app, trace_id) (count_over_time({env="prod"}[10m]))', True),
     ('sum(count_over_time({env="prod"} | line_format "x" [7m]))', False),
 ])
-def test_rollup_series_summed_as_the_vector_sum_adds_them(conn, monkeypatch, text, instant):
+def test_rollup_series_summed_as_the_vector_sum_adds_them(reader, monkeypatch, text, instant):
     """Rates are floats: each group adds its series' values in the order `sum` does."""
     from logql.engine import metrics
 
     monkeypatch.setattr(metrics, "eval_summed_counts", lambda *a: None)
-    fused, taken = _evaluate(conn, text, instant, True, monkeypatch,
+    fused, taken = _evaluate(reader, text, instant, True, monkeypatch,
                              patched="eval_summed_rollups")
-    general, _ = _evaluate(conn, text, instant, False, monkeypatch,
+    general, _ = _evaluate(reader, text, instant, False, monkeypatch,
                            patched="eval_summed_rollups")
     assert taken
     assert fused == general and fused[1]

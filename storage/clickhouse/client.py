@@ -1,0 +1,172 @@
+"""One way to talk to ClickHouse whatever runs it: the embedded engine (`chdb:///dir`) or a
+server over HTTP(S) (`http://host:8123`, through clickhouse-connect).
+
+Statements are always parameterised with ClickHouse's own `{name:Type}` placeholders: values
+travel beside the SQL text, never inside it. Results come back as lists of tuples; inserts
+take rows of Python values. The embedded engine runs one statement at a time per process,
+so calls are serialised here; a server takes them concurrently.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+from urllib.parse import urlparse
+
+import msgspec
+
+from logql.errors import StoreUnavailable
+
+_decode_rows = msgspec.json.Decoder(list[list[Any]]).decode
+_encode = msgspec.json.Encoder().encode
+
+# Int64/UInt64 as JSON numbers, not strings (the default of older servers)
+_OUTPUT_SETTINGS = {"output_format_json_quote_64bit_integers": 0}
+
+
+class ClickHouseError(StoreUnavailable):
+    """A statement ClickHouse refused, or a server that could not be reached."""
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    database: str = "logstore"
+    user: str = "default"
+    password: str = ""
+    cluster: str = ""
+
+
+def _param_text(value: Any) -> str:
+    """A parameter as ClickHouse's text form of its declared type."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_element_text(v) for v in value) + "]"
+    return str(value)
+
+
+def _element_text(value: Any) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)
+
+
+class _Embedded:
+    """chdb runs one embedded server per process, on one directory at a time: clients of
+    the same directory share its session (and take turns on it); another directory waits
+    until the last of them closed."""
+
+    lock = threading.Lock()
+    path: str | None = None
+    session: Any = None
+    users = 0
+
+    @classmethod
+    def acquire(cls, path: str) -> Any:
+        with cls.lock:
+            if cls.session is not None and cls.path != path:
+                raise ClickHouseError(
+                    f"the embedded ClickHouse of this process already runs on {cls.path}; "
+                    f"chdb cannot open {path} beside it")
+            if cls.session is None:
+                from chdb import session  # imported only by the backend that needs it
+                os.makedirs(path, exist_ok=True)
+                cls.session, cls.path = session.Session(path), path
+            cls.users += 1
+            return cls.session
+
+    @classmethod
+    def release(cls) -> None:
+        with cls.lock:
+            cls.users -= 1
+            if cls.users == 0 and cls.session is not None:
+                cls.session.close()
+                cls.session, cls.path = None, None
+
+
+class Client:
+    """query() and insert() over the embedded engine or a server."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.embedded = target.url.startswith("chdb://")
+        self._session: Any = None
+        self._http: Any = None
+
+    # -- connecting -------------------------------------------------------------------------
+    def open(self) -> None:
+        if self.embedded:
+            if self._session is None:
+                self._session = _Embedded.acquire(urlparse(self.target.url).path or "/")
+        else:
+            import clickhouse_connect
+            u = urlparse(self.target.url)
+            try:
+                self._http = clickhouse_connect.get_client(
+                    host=u.hostname, port=u.port or (8443 if u.scheme == "https" else 8123),
+                    username=self.target.user, password=self.target.password,
+                    secure=u.scheme == "https", settings=_OUTPUT_SETTINGS)
+            except Exception as exc:  # noqa: BLE001 - any connection failure
+                raise ClickHouseError(f"cannot reach ClickHouse at {self.target.url}: {exc}"
+                                      ) from None
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session = None
+            _Embedded.release()
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    # -- statements -------------------------------------------------------------------------
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Rows of a SELECT, each a list of column values."""
+        params = {k: _param_text(v) for k, v in (params or {}).items()}
+        if self._http is not None:
+            try:
+                return [list(r) for r in self._http.query(sql, parameters=params).result_rows]
+            except Exception as exc:  # noqa: BLE001
+                raise ClickHouseError(str(exc)) from None
+        text = self._embedded(sql + " SETTINGS output_format_json_quote_64bit_integers = 0",
+                              "JSONCompactEachRow", params)
+        if not text:
+            return []
+        return _decode_rows(b"[" + text.rstrip(b"\n").replace(b"\n", b",") + b"]")
+
+    def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        """A statement without rows (DDL, DELETE)."""
+        params = {k: _param_text(v) for k, v in (params or {}).items()}
+        if self._http is not None:
+            try:
+                self._http.command(sql, parameters=params)
+            except Exception as exc:  # noqa: BLE001
+                raise ClickHouseError(str(exc)) from None
+            return
+        self._embedded(sql, "CSV", params)
+
+    def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """Rows into `table`; returns once ClickHouse has written them."""
+        rows = list(rows)
+        if not rows:
+            return
+        if self._http is not None:
+            try:
+                self._http.insert(table, rows, column_names=list(columns))
+            except Exception as exc:  # noqa: BLE001
+                raise ClickHouseError(str(exc)) from None
+            return
+        body = b"\n".join(map(_encode, rows))
+        sql = (f"INSERT INTO {table} ({', '.join(columns)}) FORMAT JSONCompactEachRow\n"
+               + body.decode("utf-8", "surrogatepass"))
+        self._embedded(sql, "CSV", None)
+
+    def _embedded(self, sql: str, fmt: str, params: dict[str, str] | None) -> bytes:
+        with _Embedded.lock:
+            if self._session is None:
+                raise ClickHouseError("the ClickHouse store is closed")
+            try:
+                result = self._session.query(sql, fmt, params=params or None)
+            except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
+                raise ClickHouseError(str(exc)) from None
+            return result.bytes()

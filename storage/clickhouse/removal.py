@@ -1,0 +1,93 @@
+"""Removing lines from ClickHouse: what the compactor does on SQLite's head and blocks
+(services/upkeep/compactor.py, services/upkeep/deletes.py), as lightweight DELETEs.
+
+A delete request's lines are picked in Python (its LogQL filter is logstore's own
+pipeline) and removed by `seq`; retention removes everything of a stream older than its
+cutoff. A stream left with no line goes with its postings, as on SQLite.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from logql.model import parse_canonical
+from storage.retention import StreamInfo
+
+# seqs per DELETE statement
+DELETE_BATCH = 5000
+
+
+class ClickHouseRemoval:
+    def __init__(self, client: Any, db: str, forget: Callable[[int], None]):
+        # `forget(stream id)`: the writer's knowledge of a stream that was dropped
+        self.client, self.db, self.forget = client, db, forget
+
+    def streams(self) -> dict[int, StreamInfo]:
+        return {sid: StreamInfo(tenant, parse_canonical(text), first, last)
+                for sid, tenant, text, first, last in self.client.query(
+                    f"SELECT id, any(tenant), any(labels), min(first_ts), max(last_ts) "
+                    f"FROM {self.db}.streams GROUP BY id")}
+
+    def _tenant(self, sid: int) -> str | None:
+        rows = self.client.query(f"SELECT any(tenant) FROM {self.db}.streams "
+                                 "WHERE id = {sid:UInt64}", {"sid": sid})
+        return rows[0][0] if rows and rows[0][0] else None
+
+    def remove(self, sid: int, start: int, end: int,
+               pick: Callable[[str], bool]) -> list[tuple[int, str, int]]:
+        """Delete the stream's lines with start <= ts <= end that `pick` takes; (ts, line,
+        UTF-8 bytes) of each."""
+        tenant = self._tenant(sid)
+        if tenant is None:
+            return []
+        rows = self.client.query(
+            f"SELECT seq, ts, line, length(line) FROM {self.db}.entries "
+            "WHERE tenant = {t:String} AND stream_id = {sid:UInt64} AND ts >= {s:Int64} "
+            "AND ts <= {e:Int64} ORDER BY ts, seq",
+            {"t": tenant, "sid": sid, "s": start, "e": end})
+        gone = [r for r in rows if pick(r[2])]
+        for i in range(0, len(gone), DELETE_BATCH):
+            self.client.command(
+                f"DELETE FROM {self.db}.entries WHERE tenant = {{t:String}} "
+                "AND stream_id = {sid:UInt64} AND seq IN {seqs:Array(UInt64)}",
+                {"t": tenant, "sid": sid, "seqs": [r[0] for r in gone[i:i + DELETE_BATCH]]})
+        return [(ts, line, size) for _, ts, line, size in gone]
+
+    def expire(self, sid: int, cut: int) -> int:
+        """Delete the stream's lines older than `cut`; how many went. The stream's range
+        starts at the cut afterwards (the label APIs bound a stream by it)."""
+        tenant = self._tenant(sid)
+        if tenant is None:
+            return 0
+        params = {"t": tenant, "sid": sid, "cut": cut}
+        where = "tenant = {t:String} AND stream_id = {sid:UInt64} AND ts < {cut:Int64}"
+        (n,), = self.client.query(f"SELECT count() FROM {self.db}.entries WHERE {where}",
+                                  params)
+        if n:
+            self.client.command(f"DELETE FROM {self.db}.entries WHERE {where}", params)
+        rows = self.client.query(
+            f"SELECT any(labels), max(last_ts) FROM {self.db}.streams "
+            "WHERE id = {sid:UInt64} GROUP BY id", {"sid": sid})
+        if rows and rows[0][1] >= cut:
+            # min() over the rows cannot rise: the stream's rows are replaced by one
+            self.client.command(f"DELETE FROM {self.db}.streams WHERE id = {{sid:UInt64}}",
+                                {"sid": sid})
+            self.client.insert(f"{self.db}.streams",
+                               ("tenant", "id", "labels", "first_ts", "last_ts"),
+                               [(tenant, sid, rows[0][0], cut, rows[0][1])])
+        return n
+
+    def drop_if_empty(self, sid: int) -> bool:
+        """Remove a stream that holds no line any more, with its postings."""
+        tenant = self._tenant(sid)
+        if tenant is None:
+            return False
+        if self.client.query(f"SELECT 1 FROM {self.db}.entries WHERE tenant = {{t:String}} "
+                             "AND stream_id = {sid:UInt64} LIMIT 1", {"t": tenant, "sid": sid}):
+            return False
+        self.client.command(f"DELETE FROM {self.db}.stream_labels WHERE tenant = {{t:String}} "
+                            "AND stream_id = {sid:UInt64}", {"t": tenant, "sid": sid})
+        self.client.command(f"DELETE FROM {self.db}.streams WHERE id = {{sid:UInt64}}",
+                            {"sid": sid})
+        self.forget(sid)
+        return True
