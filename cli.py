@@ -159,6 +159,11 @@ def _backup(run: Run, cfg: Config) -> int:
     return backup_command(cfg.data_dir, run.args[0], max_rate)
 
 
+def _copy_to_clickhouse(run: Run, cfg: Config) -> int:
+    from services.upkeep.copy_to_clickhouse import main_command
+    return main_command(cfg)
+
+
 def _print_config(run: Run, cfg: Config) -> int:
     print(config_module.render_yaml(config_module.to_plain(cfg)), end="")
     return 0
@@ -168,6 +173,8 @@ COMMANDS = {c.name: c for c in (
     Command("serve", "run the server (the default)", _serve),
     Command("migrate", "apply database migrations, seal the backlog and exit", _migrate),
     Command("config", "print the effective configuration as YAML and exit", _print_config),
+    Command("copy-to-clickhouse", "copy the data directory's logs into storage.clickhouse "
+            "(resumable), verify the counts and exit", _copy_to_clickhouse),
     Command("backup", "copy the database, consistent while it serves, into DEST, a new data "
             "directory", _backup, args=("DEST",)),
 )}

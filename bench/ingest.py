@@ -52,6 +52,48 @@ def workers_config(workers: int | None) -> str:
     return "" if workers is None else f"querier:\n  worker_processes: {workers}\n"
 
 
+def add_backend_flag(ap) -> None:
+    """`--backend sqlite|clickhouse`: where the server keeps log data (storage.backend)."""
+    ap.add_argument("--backend", choices=["sqlite", "clickhouse"], default="sqlite",
+                    help="storage.backend; clickhouse runs on the embedded engine (chdb) in "
+                         "a directory beside the data directory")
+
+
+def clickhouse_dir(data_dir: Path) -> Path:
+    return data_dir.parent / "clickhouse"
+
+
+def backend_config(backend: str, data_dir: Path) -> str:
+    """The YAML a --backend flag adds to the server's config ("" for SQLite)."""
+    if backend == "sqlite":
+        return ""
+    return (f"storage:\n  backend: clickhouse\n  clickhouse:\n"
+            f"    url: chdb://{clickhouse_dir(data_dir).resolve()}\n")
+
+
+def clickhouse_facts(data_dir: Path) -> tuple[int, int, int]:
+    """(oldest, newest + 1, entries) of what a --backend clickhouse run stored, read on the
+    embedded engine before a server opens it (chdb runs in one process at a time)."""
+    from chdb import session
+    s = session.Session(str(clickhouse_dir(data_dir)))
+    try:
+        text = s.query("SELECT min(ts), max(ts), count() FROM logstore.entries", "CSV")
+        lo, hi, n = (int(x) for x in text.bytes().decode().strip().split(","))
+    finally:
+        s.close()
+    return lo, hi + 1, n
+
+
+def stored_bytes(data_dir: Path, backend: str) -> int:
+    """Bytes on disk of what the server stored: the data directory's files, and with
+    ClickHouse every file under its directory."""
+    size = sum(f.stat().st_size for f in data_dir.iterdir() if f.is_file())
+    if backend == "clickhouse":
+        size += sum(f.stat().st_size for f in clickhouse_dir(data_dir).rglob("*")
+                    if f.is_file())
+    return size
+
+
 def start_server(data_dir: Path, port: int, extra: str = "") -> subprocess.Popen:
     cfg = data_dir.parent / "bench-config.yaml"
     cfg.write_text(f"common:\n  path_prefix: {data_dir}\nserver:\n  log_level: warn\n{extra}")
@@ -151,7 +193,7 @@ def push_all(port: int, bodies: list[bytes], ctype: str, clients: int,
     return elapsed
 
 
-def flush(port: int, data_dir: Path) -> tuple[float, int]:
+def flush(port: int, data_dir: Path, backend: str = "sqlite") -> tuple[float, int]:
     """(seconds POST /flush took, bytes of every file in the data directory after it), the
     server still running: its -wal file counts, as a user's `du` would count it."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
@@ -161,7 +203,7 @@ def flush(port: int, data_dir: Path) -> tuple[float, int]:
     seconds = time.perf_counter() - t0
     if status != 204:
         raise SystemExit(f"/flush answered {status}")
-    return seconds, sum(f.stat().st_size for f in data_dir.iterdir() if f.is_file())
+    return seconds, stored_bytes(data_dir, backend)
 
 
 def main() -> None:
@@ -178,6 +220,7 @@ def main() -> None:
                     help="after the pushes, POST /flush and measure the data directory while "
                          "the server still runs (SQLite's -wal file included, issue 25)")
     ap.add_argument("--no-report", action="store_true")
+    add_backend_flag(ap)
     args = ap.parse_args()
 
     end_ns = time.time_ns()
@@ -190,24 +233,27 @@ def main() -> None:
 
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="logstore-bench-"))
     data_dir = work / "data"
-    if data_dir.exists():
-        shutil.rmtree(data_dir)
+    for old in (data_dir, clickhouse_dir(data_dir)):
+        if old.exists():
+            shutil.rmtree(old)
     data_dir.mkdir(parents=True)
     port = free_port()
     otlp = args.format == "otlp"
-    proc = start_server(data_dir, port, OTLP_INDEX_ALL if otlp else "")
+    proc = start_server(data_dir, port, (OTLP_INDEX_ALL if otlp else "")
+                        + backend_config(args.backend, data_dir))
     try:
         elapsed = push_all(port, bodies, ctype, args.clients,
                            "/otlp/v1/logs" if otlp else "/logstore/api/v1/push")
-        flushed = flush(port, data_dir) if args.flush else None
+        flushed = flush(port, data_dir, args.backend) if args.flush else None
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
-    disk = sum(f.stat().st_size for f in data_dir.iterdir() if f.is_file())
+    disk = stored_bytes(data_dir, args.backend)
     rows = [
         ["lines", f"{args.lines:,}"], ["streams", n_streams],
         ["batch (lines/request)", args.batch], ["concurrent clients", args.clients],
-        ["format", args.format], ["wall time", f"{elapsed:.2f} s"],
+        ["format", args.format], ["backend", args.backend],
+        ["wall time", f"{elapsed:.2f} s"],
         ["lines/s", f"{args.lines / elapsed:,.0f}"],
         ["MB/s (line bytes)", f"{line_bytes / elapsed / 1e6:.1f}"],
         ["MB/s (request bodies)", f"{body_bytes / elapsed / 1e6:.1f}"],
@@ -222,11 +268,12 @@ def main() -> None:
     print(text)
     if not args.no_report:
         update_section(
-            f"Ingest, {args.format}{', realistic set' if args.realistic else ''} "
-            "(bench/ingest.py)",
+            f"Ingest, {args.format}{', realistic set' if args.realistic else ''}"
+            f"{', ClickHouse (chdb)' if args.backend == 'clickhouse' else ''} (bench/ingest.py)",
             f"Command: `.venv/bin/python bench/ingest.py --lines {args.lines} --batch "
             f"{args.batch} --clients {args.clients} --format {args.format}"
-            f"{' --realistic' if args.realistic else ''}{' --flush' if args.flush else ''}`\n\n"
+            f"{' --realistic' if args.realistic else ''}{' --flush' if args.flush else ''}"
+            f"{' --backend clickhouse' if args.backend == 'clickhouse' else ''}`\n\n"
             f"Machine: {machine()}; client and server share it.\n\n{text}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -151,6 +151,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="names of the queries to run")
     ap.add_argument("--profile", help="print a cProfile of this named query and exit")
     ap.add_argument("--no-report", action="store_true")
+    import ingest  # the server start-up of the ingest benchmark
+    ingest.add_backend_flag(ap)
     args = ap.parse_args()
 
     data_dir = Path(args.dir) / "data"
@@ -158,25 +160,28 @@ def main() -> None:
     if not db_path.exists():
         raise SystemExit(f"no data at {db_path}: run bench/ingest.py --keep {args.dir} first")
     specs = [q for q in QUERIES if not args.only or q["name"] in args.only]
-    start, end = data_range(db_path)
+    clickhouse = args.backend == "clickhouse"
+    if clickhouse:
+        start, end, entries = ingest.clickhouse_facts(data_dir)
+    else:
+        start, end = data_range(db_path)
     if args.profile:
         spec = next(q for q in QUERIES if q["name"] == args.profile)
         print(profile(data_dir, spec, start, end))
         return
 
-    import ingest  # the server start-up of the ingest benchmark
-
     port = ingest.free_port()
-    proc = ingest.start_server(data_dir, port)
+    proc = ingest.start_server(data_dir, port, ingest.backend_config(args.backend, data_dir))
     try:
         pending = wait_for_background(db_path)
         rows = [measure(port, spec, start, end, args.runs) for spec in specs]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
-    entries = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True).execute(
-        "SELECT (SELECT count(*) FROM entries) + "
-        "(SELECT coalesce(sum(rows), 0) FROM blocks)").fetchone()[0]
+    if not clickhouse:
+        entries = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True).execute(
+            "SELECT (SELECT count(*) FROM entries) + "
+            "(SELECT coalesce(sum(rows), 0) FROM blocks)").fetchone()[0]
     headers = ["query", "LogQL", "limit", "median ms (client)", "median execTime ms",
                "lines processed", "entries returned", "lines/s (full scans)"]
     text = table(headers, rows)
@@ -185,12 +190,14 @@ def main() -> None:
         return
     index_note = ("sealer caught up before measuring (the last hour in the head)"
                   if pending == 0 else f"sealer still {pending:,} rows behind when measuring")
-    body = (f"Command: `.venv/bin/python bench/query.py --dir DIR --runs {args.runs}` after "
-            f"`bench/ingest.py --lines 1000000 --keep DIR`\n\n"
+    flag = " --backend clickhouse" if clickhouse else ""
+    body = (f"Command: `.venv/bin/python bench/query.py --dir DIR --runs {args.runs}{flag}` "
+            f"after `bench/ingest.py --lines 1000000 --keep DIR{flag}`\n\n"
             f"Machine: {machine()}; client and server share it. Data: {entries:,} entries, "
             f"36 streams over 24 h; {index_note}. Range: the whole data set. Median of "
             f"{args.runs} runs after one warm-up.\n\n{text}\n{NOTES}")
-    update_section("Log queries (bench/query.py)", body)
+    update_section("Log queries" + (", ClickHouse (chdb)" if clickhouse else "")
+                   + " (bench/query.py)", body)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ async def ready(ctx: Ctx) -> Response:
     if waiting or not ctx.ingester.writer_alive:
         lines = "".join(f"{state}: {count}\n" for state, count in sorted(waiting.items()))
         if not ctx.ingester.writer_alive and not waiting:
-            return Response("Ingester not ready: the writer is not running\n", status_code=503,
-                            media_type=PLAIN)
+            return Response(f"Ingester not ready: {ctx.ingester.writer_problem}\n",
+                            status_code=503, media_type=PLAIN)
         return Response("Some services are not Running:\n" + lines, status_code=503,
                         media_type=PLAIN)
     return Response("ready\n", status_code=200, media_type=PLAIN)

@@ -166,6 +166,13 @@ class Ingester:
         return self.db.disk_full
 
     @property
+    def writer_problem(self) -> str:
+        """Why writer_alive is False, as /ready says it."""
+        if self.appender is not None:
+            return "the log store (ClickHouse) cannot be reached"
+        return "the writer is not running"
+
+    @property
     def writer_alive(self) -> bool:
         if self.appender is not None:
             return self.appender.available

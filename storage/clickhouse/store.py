@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
 import re
 import threading
 import time
+from collections import ChainMap
 from importlib import resources
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Mapping, MutableMapping, Sequence, TypeVar
 
 from storage.clickhouse.client import Client, ClickHouseError, Target
 from storage.clickhouse.index import StreamIndex, stream_id
@@ -53,6 +55,9 @@ class ClickHouseLogs:
         self.index = StreamIndex(self.client, self.db)
         self.removal = ClickHouseRemoval(self.client, self.db, self._forget)
         self._write_lock = threading.Lock()
+        self._queue: queue.Queue = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self._writer_start = threading.Lock()
         # stream id -> newest timestamp stored (None: not yet asked); a row newer than it
         # cannot be a duplicate
         self._newest: dict[int, int] = {}
@@ -89,6 +94,11 @@ class ClickHouseLogs:
 
     def close(self) -> None:
         self.available = False
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer.join()
+            self._writer = None
+            self._queue = queue.Queue()
         self.client.close()
 
     async def start(self) -> None:
@@ -124,25 +134,79 @@ class ClickHouseLogs:
 
     # -- writes ----------------------------------------------------------------------------
     async def append(self, tenant: str, streams: list[PreparedStream]) -> AppendResult:
-        return await asyncio.to_thread(self.append_sync, tenant, streams)
+        """Store the streams' rows; returns once ClickHouse has written them. Pushes that
+        arrive while a write runs go together into the next one (group commit: one insert
+        per table for all of them, so ClickHouse makes a part per batch, not per push)."""
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._queue.put((tenant, streams, future, asyncio.get_running_loop()))
+        self._ensure_writer()
+        return await future
 
     def append_sync(self, tenant: str, streams: list[PreparedStream]) -> AppendResult:
-        """Store the streams' rows; returns once ClickHouse has written them."""
-        result = AppendResult()
-        streams = [ps for ps in streams if ps.rows]
-        if not streams:
-            return result
+        """append() for callers without an event loop (tests, tools)."""
         with self._write_lock:
+            return self._write([(tenant, streams)])[0]
+
+    def _ensure_writer(self) -> None:
+        with self._writer_start:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(target=self._write_loop,
+                                                name="clickhouse-writer", daemon=True)
+                self._writer.start()
+
+    def _write_loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)
+                    break
+                batch.append(item)
+            try:
+                with self._write_lock:
+                    results: list[Any] = self._write([(t, st) for t, st, _, _ in batch])
+                ok = True
+            except Exception as exc:  # noqa: BLE001 - handed to every caller of the batch
+                results, ok = [exc] * len(batch), False
+            for (_, _, future, loop), value in zip(batch, results):
+                loop.call_soon_threadsafe(_settle, future, ok, value)
+
+    def _write(self, pushes: list[tuple[str, list[PreparedStream]]]) -> list[AppendResult]:
+        """Rows of every push, deduplicated against what is stored and against each other,
+        in one insert per table; the caller holds the write lock."""
+        results = []
+        entries: list[tuple] = []
+        stream_rows: list[tuple] = []
+        postings: list[tuple] = []
+        seen: set[tuple[int, int, int]] = set()
+        created: list[int] = []
+        # what this batch learns, over what the writer knew (a copy of thousands of streams
+        # per batch would cost more than the batch)
+        learned: dict[int, int] = {}
+        newest = ChainMap(learned, self._newest)
+        seq = max(time.time_ns(), self._seq + 1)
+        for tenant, streams in pushes:
+            result = AppendResult()
+            results.append(result)
+            streams = [ps for ps in streams if ps.rows]
+            if not streams:
+                continue
             sids = [stream_id(tenant, ps.canonical) for ps in streams]
-            self._learn_newest(tenant, sids)
-            held = self._stored_keys(tenant, sids, streams)
-            rows: list[tuple] = []
-            seen: set[tuple[int, int, int]] = set()
-            seq = max(time.time_ns(), self._seq + 1)
-            new_streams: list[tuple[int, PreparedStream]] = []
+            self._learn_newest(tenant, sids, newest)
+            held = self._stored_keys(tenant, sids, streams, newest)
             for sid, ps in zip(sids, streams):
-                if sid not in self._newest:
-                    new_streams.append((sid, ps))
+                if sid not in newest:
+                    created.append(sid)
+                    postings.extend((tenant, name, value, sid)
+                                    for name, value in ps.labels.items())
+                    newest[sid] = ps.last_ts
                 kept = []
                 for ts, h, line, md in ps.rows:
                     key = (sid, ts, h)
@@ -150,48 +214,49 @@ class ClickHouseLogs:
                         continue
                     seen.add(key)
                     kept.append((ts, h, line, md))
-                    rows.append((tenant, sid, ts, h, seq, line, md or ""))
+                    entries.append((tenant, sid, ts, h, seq, line, md or ""))
                     seq += 1
+                stream_rows.append((tenant, sid, ps.canonical, ps.first_ts, ps.last_ts))
+                newest[sid] = max(newest[sid], ps.last_ts)
+                result.inserted += len(kept)
+                result.duplicates += len(ps.rows) - len(kept)
                 result.written.append((sid, ps.labels, kept))
                 result.firsts.append((sid, ps.first_ts))
-            if new_streams:
-                self.client.insert(f"{self.db}.stream_labels",
-                                   ("tenant", "name", "value", "stream_id"),
-                                   [(tenant, name, value, sid) for sid, ps in new_streams
-                                    for name, value in ps.labels.items()])
-            self.client.insert(f"{self.db}.streams",
-                               ("tenant", "id", "labels", "first_ts", "last_ts"),
-                               [(tenant, sid, ps.canonical, ps.first_ts, ps.last_ts)
-                                for sid, ps in zip(sids, streams)])
-            self.client.insert(f"{self.db}.entries", ENTRY_COLUMNS, rows)
-            self._seq = seq
-            for sid, ps in zip(sids, streams):
-                self._newest[sid] = max(self._newest.get(sid, ps.last_ts), ps.last_ts)
-            result.inserted = len(rows)
-            result.duplicates = sum(len(ps.rows) for ps in streams) - len(rows)
-        return result
+        # postings before the streams and lines they lead to: a reader never finds a line
+        # whose stream no matcher can select
+        self.client.insert(f"{self.db}.stream_labels", ("tenant", "name", "value", "stream_id"),
+                           postings)
+        self.client.insert(f"{self.db}.streams", ("tenant", "id", "labels", "first_ts",
+                                                  "last_ts"), stream_rows)
+        self.client.insert(f"{self.db}.entries", ENTRY_COLUMNS, entries)
+        # only once everything is written: a failed batch leaves the writer's knowledge as
+        # it was, and a retried push writes the new streams' postings again
+        self._newest.update(learned)
+        self._seq = seq
+        return results
 
     def _forget(self, sid: int) -> None:
         """A stream the compactor dropped: its next push creates it again."""
         with self._write_lock:
             self._newest.pop(sid, None)
 
-    def _learn_newest(self, tenant: str, sids: list[int]) -> None:
-        unknown = [sid for sid in sids if sid not in self._newest]
+    def _learn_newest(self, tenant: str, sids: list[int], newest: MutableMapping[int, int]
+                      ) -> None:
+        unknown = [sid for sid in sids if sid not in newest]
         if not unknown:
             return
         for sid, last in self.client.query(
                 f"SELECT id, max(last_ts) FROM {self.db}.streams WHERE tenant = {{t:String}} "
                 "AND id IN {ids:Array(UInt64)} GROUP BY id", {"t": tenant, "ids": unknown}):
-            self._newest[sid] = last
+            newest[sid] = last
 
-    def _stored_keys(self, tenant: str, sids: list[int], streams: list[PreparedStream]
-                     ) -> set[tuple[int, int, int]]:
+    def _stored_keys(self, tenant: str, sids: list[int], streams: list[PreparedStream],
+                     newest_of: Mapping[int, int]) -> set[tuple[int, int, int]]:
         """(stream, ts, hash) already stored among the rows no newer than their stream's
         newest stored line (the only ones that can repeat one)."""
         older = {}
         for sid, ps in zip(sids, streams):
-            newest = self._newest.get(sid)
+            newest = newest_of.get(sid)
             if newest is not None and ps.first_ts <= newest:
                 older[sid] = (ps.first_ts, min(ps.last_ts, newest))
         if not older:
@@ -236,6 +301,11 @@ class ClickHouseLogs:
         """The highest seq stored (0: none): the pattern miner's catch-up mark."""
         return self.client.query(f"SELECT max(seq) FROM {self.db}.entries")[0][0] or 0
 
+    def tenant_counts(self) -> dict[str, int]:
+        """Lines stored per tenant."""
+        return dict(self.client.query(
+            f"SELECT tenant, count() FROM {self.db}.entries GROUP BY tenant"))
+
     def rows(self) -> int:
         """Lines stored (merges not yet run may still hold a repeat twice)."""
         return self.client.query(f"SELECT count() FROM {self.db}.entries")[0][0]
@@ -245,6 +315,15 @@ class ClickHouseLogs:
             "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = {d:String} "
             "AND active", {"d": self.db})
         return int(rows[0][0] or 0) if rows else 0
+
+
+def _settle(future: asyncio.Future, ok: bool, value: Any) -> None:
+    if future.done():  # the caller went away; the rows are written anyway
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
 
 
 __all__ = ["ClickHouseLogs", "ClickHouseError", "Target"]
