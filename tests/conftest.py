@@ -71,6 +71,23 @@ def pytest_generate_tests(metafunc) -> None:
         metafunc.parametrize("storage_state", states, indirect=True, scope="module")
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test whose server runs query workers (marked `query_workers`, also through a
+    fixture's param) is not in the clickhouse state: workers read the SQLite file, and
+    storage.backend: clickhouse runs without them. Deselected, not skipped: it does not
+    apply there."""
+    kept, dropped = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("storage_state") == CLICKHOUSE and item.get_closest_marker("query_workers"):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 # What the suite needs from the machine. Outside CI a missing one skips the tests that need it
 # (a clone elsewhere); under CI=true it fails the run at its start, so a daemon or the corpus
 # cannot silently vanish from CI and leave it green.

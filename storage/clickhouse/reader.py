@@ -221,69 +221,55 @@ class ClickHouseScan:
         if not self.ids or self.start >= self.end:
             return
         r = self.reader
-        cond, cparams = conditions_sql(self.conditions)
-        groups = list(r._by_tenant(self.ids).items())
         if not self.ordered:
-            yield from self._by_stream(cond, cparams)
+            self._walked = (self.start, self.end)
+            for tenant, ids in r._by_tenant(self.ids).items():
+                yield from self._pages(
+                    r._where(tenant, ids), "stream_id, ts, seq",
+                    "(stream_id, ts, seq) > ({asid:UInt64}, {at:Int64}, {aseq:UInt64})",
+                    lambda row: {"asid": row[1], "at": row[2], "aseq": row[0]}, PAGE_ROWS)
             return
         order = "DESC" if self.backward else "ASC"
-        after = "(ts < {at:Int64} OR (ts = {at:Int64} AND seq < {aseq:UInt64}))" \
-            if self.backward else \
-            "(ts > {at:Int64} OR (ts = {at:Int64} AND seq > {aseq:UInt64}))"
-        self._walked = (self.start, self.start) if not self.backward else (self.end, self.end)
+        sign = "<" if self.backward else ">"
+        groups = list(r._by_tenant(self.ids).items())
         # one tenant at a time would break the order across tenants: the tenants' streams
         # go in one statement when there are several
-        if len(groups) == 1:
-            where, params = r._where(*groups[0])
-        else:
-            where, params = r._where(None, self.ids)
-        page = LIMITED_FIRST_ROWS if self.limited else PAGE_ROWS
-        cursor: tuple[int, int] | None = None
+        where = r._where(*groups[0]) if len(groups) == 1 else r._where(None, self.ids)
+        self._walked = (self.end, self.end) if self.backward else (self.start, self.start)
+        for rows in self._pages(
+                where, f"ts {order}, seq {order}",
+                f"(ts {sign} {{at:Int64}} OR (ts = {{at:Int64}} AND seq {sign} {{aseq:UInt64}}))",
+                lambda row: {"at": row[2], "aseq": row[0]},
+                LIMITED_FIRST_ROWS if self.limited else PAGE_ROWS):
+            last = rows[-1][2]
+            self._walked = (last, self.end) if self.backward else (self.start, last + 1)
+            yield rows
+        self._walked = (self.start, self.end)
+
+    def _pages(self, where: tuple[str, dict[str, Any]], order: str, after: str,
+               cursor_of: Any, first: int) -> Iterator[list[Row]]:
+        """The rows of the scan in `order`, page after page: each statement starts after
+        the last row of the one before (`after`, filled by `cursor_of(row)`), so no page
+        is read twice, however deep the scan goes."""
+        r = self.reader
+        cond, cparams = conditions_sql(self.conditions)
+        clause, params = where
+        page, cursor = first, None
         while True:
             r.check_deadline()
             sql = (f"SELECT seq, stream_id, ts, line, metadata FROM {r.db}.entries "
-                   f"WHERE {where} AND ts >= {{s:Int64}} AND ts < {{e:Int64}}{cond}")
-            extra: dict[str, Any] = {}
+                   f"WHERE {clause} AND ts >= {{s:Int64}} AND ts < {{e:Int64}}{cond}")
             if cursor is not None:
                 sql += " AND " + after
-                extra = {"at": cursor[0], "aseq": cursor[1]}
-            sql += f" ORDER BY ts {order}, seq {order} LIMIT {page}"
-            rows = r.client.query(sql, {**params, **cparams, **extra,
-                                        "s": self.start, "e": self.end})
+            rows = r.client.query(sql + f" ORDER BY {order} LIMIT {page}",
+                                  {**params, **cparams, **(cursor or {}),
+                                   "s": self.start, "e": self.end})
             if rows:
-                last = rows[-1]
-                cursor = (last[2], last[0])
-                self._walked = (self.start, last[2] + 1) if not self.backward else \
-                    (last[2], self.end)
+                cursor = cursor_of(rows[-1])
                 yield [(seq, sid, ts, line, md or None) for seq, sid, ts, line, md in rows]
             if len(rows) < page:
-                self._walked = (self.start, self.end)
                 return
             page = PAGE_ROWS
-
-    def _by_stream(self, cond: str, cparams: dict[str, Any]) -> Iterator[list[Row]]:
-        r = self.reader
-        self._walked = (self.start, self.end)
-        for tenant, ids in r._by_tenant(self.ids).items():
-            where, params = r._where(tenant, ids)
-            cursor: tuple[int, int, int] | None = None
-            while True:
-                r.check_deadline()
-                sql = (f"SELECT seq, stream_id, ts, line, metadata FROM {r.db}.entries "
-                       f"WHERE {where} AND ts >= {{s:Int64}} AND ts < {{e:Int64}}{cond}")
-                extra: dict[str, Any] = {}
-                if cursor is not None:
-                    sql += (" AND (stream_id, ts, seq) > ({asid:UInt64}, {at:Int64}, "
-                            "{aseq:UInt64})")
-                    extra = {"asid": cursor[0], "at": cursor[1], "aseq": cursor[2]}
-                sql += f" ORDER BY stream_id, ts, seq LIMIT {PAGE_ROWS}"
-                rows = r.client.query(sql, {**params, **cparams, **extra,
-                                            "s": self.start, "e": self.end})
-                if rows:
-                    cursor = (rows[-1][1], rows[-1][2], rows[-1][0])
-                    yield [(seq, sid, ts, line, md or None) for seq, sid, ts, line, md in rows]
-                if len(rows) < PAGE_ROWS:
-                    break
 
     def finish(self) -> None:
         walked, self._walked = self._walked, None

@@ -11,8 +11,6 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.storage_matrix import CLICKHOUSE
-
 from services.patterns.mining import WorkerMiners
 
 from tests.conftest import loghub_lines
@@ -71,13 +69,11 @@ def values():
     return entries()
 
 
-@pytest.fixture(params=[0, 2], ids=["mined-in-server", "mined-in-worker"])
-def config(request, storage_state):
+@pytest.fixture(params=[0, pytest.param(2, marks=pytest.mark.query_workers)],
+                ids=["mined-in-server", "mined-in-worker"])
+def config(request):
     """Every test twice: the templates held and mined on the server's reader threads, and
     in a query worker process (services/patterns/mining.py)."""
-    if storage_state == CLICKHOUSE and request.param:
-        pytest.skip("query workers read the SQLite file: storage.backend: clickhouse runs "
-                    "without them (docs/scale-out.md)")
     return {**CONFIG, "querier": {"worker_processes": request.param}}
 
 
@@ -226,7 +222,7 @@ def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values, config
     assert int(r.json()["data"]["result"][0]["value"][1]) == 1000 + pushed
 
 
-@pytest.mark.sqlite_only  # query workers read the SQLite file
+@pytest.mark.query_workers
 def test_a_killed_worker_loses_no_template(make_client, values):
     """The templates live in a worker: one killed between two batches is replaced, the new
     one loads them from the database, and the counts go on as if nothing happened."""
