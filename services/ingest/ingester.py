@@ -346,7 +346,7 @@ class Ingester:
             md_texts, md_bytes = repeat(None), repeat(b"")
         else:
             found = [stream_level] * len(lines) if stream_level else \
-                [levels.from_line(line) for line in lines]
+                levels.from_lines(lines)
             texts = {level: self._level_text(level) for level in set(found)}
             md_texts = [texts[level] for level in found]
             if len(texts) == 1:

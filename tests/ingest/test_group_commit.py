@@ -12,6 +12,7 @@ import config as config_module
 from services.ingest.ingester import Ingester, RawStream
 from services.runtime.limits import Limits
 from storage.db import Database
+from storage.entries import append
 from tests.helpers import now_ns
 
 
@@ -92,3 +93,30 @@ def test_a_failing_write_rolls_back_only_itself(db):
     labels = db.read_sync(lambda conn: [r[0] for r in conn.execute(
         "SELECT labels FROM streams ORDER BY id")])
     assert labels == ['{a="good"}']
+
+
+def test_a_push_that_fails_alone_leaves_nothing_and_the_stream_can_be_pushed_again(db):
+    """A write alone in its transaction fails after creating a stream: the stream is gone
+    with it, and the next push of that stream creates it again (the writer forgets the id
+    it had learned)."""
+    ingester = Ingester(db, Limits(config_module.Config().limits_config))
+    ts = now_ns()
+    raw = [RawStream([("app", "api")], [(ts, "first try", None)])]
+    prepared, _ = ingester.prepare(raw, ts, ingester.limits.of("fake"))
+    cache = db.writer_cache.setdefault("streams", {})
+
+    def append_then_fail(conn):
+        append(conn, cache, "fake", prepared)
+        raise ValueError("refused after the stream was made")
+
+    with pytest.raises(ValueError):
+        db.write_sync(append_then_fail)
+    assert db.read_sync(lambda conn: conn.execute(
+        "SELECT count(*) FROM streams").fetchone()[0]) == 0
+
+    outcome = asyncio.run(ingester.push("fake", [RawStream([("app", "api")],
+                                                           [(ts + 1, "second try", None)])]))
+    assert outcome.errors == []
+    rows = db.read_sync(lambda conn: conn.execute(
+        "SELECT s.labels, e.line FROM entries e JOIN streams s ON s.id = e.stream_id").fetchall())
+    assert rows == [('{app="api", service_name="api"}', "second try")]

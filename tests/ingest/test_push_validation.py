@@ -52,6 +52,41 @@ def test_detected_level_from_line(client, line, level):
     assert stored(db_path(client))[0][4] == {"detected_level": level}
 
 
+# Lines pushed together in one stream are checked together (LevelDetector.from_lines): each
+# must get the level it gets alone. Cases where the first field found decides, its value
+# is quoted, empty or kept as sent, the keywords decide, a line holds a newline.
+LINES_OF_ONE_STREAM = [
+    ("ts=1 level=warn msg=a", "warn"),
+    ("ts=2 msg=\"level=error\" level=debug", "debug"),
+    ('ts=3 Level="Fatal" lvl=info', "fatal"),
+    ("ts=4 level= error here", "error"),
+    ('ts=5 level="" info', "info"),
+    ("ts=6 LEVEL=Notice", "Notice"),
+    ("ts=7 severity=E\tlevel=info", "E"),
+    ("critical: ts=8", "critical"),
+    ("level=TRACE", "trace"),
+    ("lvl=dbg ts=9", "debug"),
+    ("plain words", "unknown"),
+    ("", "unknown"),
+    ("x=1\nlevel=wrn", "warn"),
+    ("prefix,log.level=err;x", "err;x"),
+    ("sublevel=info", "info"),
+]
+
+
+@pytest.mark.parametrize("extra", [[], [("{\"level\":\"info\"}", "info")],
+                                   [("niveau=é level=dbg", "debug")]],
+                         ids=["logfmt", "with a JSON line", "with a non-ASCII line"])
+def test_detected_level_of_many_lines_in_one_stream(client, extra):
+    cases = LINES_OF_ONE_STREAM + extra
+    ts = now_ns()
+    values = [[str(ts + i), line] for i, (line, _) in enumerate(cases)]
+    assert client.post(PUSH, content=push_body({"job": "x"}, values),
+                       headers=JSON_HEADERS).status_code == 204
+    got = {line: md["detected_level"] for _, _, _, line, md in stored(db_path(client))}
+    assert got == dict(cases)
+
+
 def test_level_label_on_stream_wins(client):
     client.post(PUSH, content=push_body({"job": "x", "level": "WARNING"},
                                         [[str(now_ns()), "error in line"]]),
