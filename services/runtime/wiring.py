@@ -27,7 +27,8 @@ from services.grafana.service import GrafanaService
 from services.ingest.inflight import InflightBytes
 from services.ingest.ingest_limits import IngestLimits
 from services.ingest.ingester import Ingester
-from services.runtime.metrics import Metrics
+from logql.errors import StoreUnavailable
+from services.runtime.metrics import Metrics, ScrapeCollector, gauge
 from services.ingest.otlp import TenantMappers
 from services.runtime.overrides import Overrides
 from services.patterns.mining import LocalMiners, WorkerMiners
@@ -48,6 +49,18 @@ if TYPE_CHECKING:
 MODULE_NAMES = ["server", "store", "ingester", "sealer"]
 
 
+def clickhouse_collector(logs: "ClickHouseLogs") -> ScrapeCollector:
+    def size() -> int | None:
+        try:
+            return logs.size_bytes() if logs.available else None
+        except StoreUnavailable:
+            return None  # a scrape says nothing of a store it cannot reach
+    return ScrapeCollector(gauge(
+        "logstore_clickhouse_size_bytes",
+        "Bytes on disk of the log data's active ClickHouse parts (storage.backend: "
+        "clickhouse).", size))
+
+
 def clickhouse_logs(st: StorageConfig) -> "ClickHouseLogs":
     from storage.clickhouse.store import ClickHouseLogs, Target  # only this backend needs it
     ch = st.clickhouse
@@ -62,8 +75,7 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     st = cfg.storage
     db = Database(cfg.data_dir, synchronous=st.synchronous,
                   read_connections=st.read_connections)
-    metrics = Metrics(db.size_bytes, lambda: db.commits, build=build_labels,
-                      loki_build=loki_build_labels)
+
     limits = Overrides(limits_config, cfg.runtime_config.file, cfg.runtime_config.period)
     ingest_limits = IngestLimits(limits.of)
     inflight_bytes = InflightBytes(cfg.distributor.max_inflight_bytes)
@@ -72,6 +84,10 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     # workers (which read the SQLite file) do not run, the pattern miner reads new lines
     # and the compactor removes them there (docs/scale-out.md)
     logs = clickhouse_logs(st) if st.backend == "clickhouse" else None
+    metrics = Metrics(db.size_bytes, lambda: db.commits, build=build_labels,
+                      loki_build=loki_build_labels)
+    if logs is not None:
+        metrics.registry.register(clickhouse_collector(logs))
     workers = cfg.querier.worker_processes if logs is None else 0
     query_pool = QueryPool(workers, db.path) if workers > 0 else None
     pattern_cfg = cfg.pattern_ingester
@@ -92,7 +108,8 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     # head rows are mined before the sealer moves them into blocks
     sealer = Sealer(db, window_ns=st.block_window, grace_ns=st.seal_grace_period,
                     max_rows=st.block_max_rows, enabled=st.sealing_enabled and logs is None,
-                    gate=patterns.catch_up if mining else None)
+                    gate=patterns.catch_up if mining else None,
+                    compact_elsewhere=logs.compact if logs else None)
     tail_hub = TailHub(lambda tenant: limits.of(tenant).max_concurrent_tail_requests)
     ingester = Ingester(db, limits, ingest_limits=ingest_limits, written_listeners=[
         sealer.notify, *([patterns.notify] if mining else []), tail_hub.on_written],

@@ -68,8 +68,11 @@ class Sealer:
                  max_rows: int = sealing.DEFAULT_MAX_ROWS, enabled: bool = True,
                  interval: float = INTERVAL_SECONDS,
                  clock: Callable[[], int] = time.time_ns,
-                 gate: Callable[[], Awaitable[int | None]] | None = None):
+                 gate: Callable[[], Awaitable[int | None]] | None = None,
+                 compact_elsewhere: Callable[[], None] | None = None):
         self.db = db
+        # storage.backend: clickhouse: nothing to seal; /flush merges ClickHouse's parts
+        self.compact_elsewhere = compact_elsewhere
         self.window_ns, self.grace_ns, self.max_rows = window_ns, grace_ns, max_rows
         self.enabled = enabled
         self.interval = interval
@@ -141,6 +144,8 @@ class Sealer:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
+            if everything and self.compact_elsewhere is not None:
+                await asyncio.to_thread(self.compact_elsewhere)
             return await self._seal_due(everything)
 
     async def seal_tenant(self, tenant: str, matchers) -> int:

@@ -2,7 +2,7 @@
 
 Stream selection reads the stream index (storage/clickhouse/index.py); lines come from
 `entries` with the line conditions rendered as ClickHouse string functions, in `(ts, seq)`
-order page by page; counts are `count()` and `sum(length(line))` per bucket, computed by
+order page by page; counts are `count()` and `sum(bytes)` per bucket, computed by
 ClickHouse over the entries (the ordering key starts with tenant and stream, so a read
 touches only the granules of the streams asked for). What retention and delete requests
 hide is taken out by services/read/visibility.py, over this as over SQLite.
@@ -154,7 +154,7 @@ class ClickHouseReader:
             self.check_deadline()
             where, params = self._where(tenant, ids)
             rows = self.client.query(
-                f"SELECT stream_id, metadata, {bucket} AS b, count(), sum(length(line)) "
+                f"SELECT stream_id, metadata, {bucket} AS b, count(), sum(bytes) "
                 f"FROM {self.db}.entries WHERE {where} AND ts > {{p0:Int64}} "
                 "AND ts <= {pn:Int64} GROUP BY stream_id, metadata, b",
                 {**params, **extra, "p0": points[0], "pn": points[-1]})
@@ -195,7 +195,7 @@ class ClickHouseReader:
         for tenant, ids in self._by_tenant(stream_ids).items():
             where, params = self._where(tenant, ids)
             (n, b), = self.client.query(
-                f"SELECT count(), sum(length(line)) FROM {self.db}.entries WHERE {where} "
+                f"SELECT count(), sum(bytes) FROM {self.db}.entries WHERE {where} "
                 "AND ts >= {lo:Int64} AND ts < {hi:Int64}", {**params, "lo": lo, "hi": hi})
             lines, size = lines + n, size + b
         return lines, size

@@ -41,7 +41,7 @@ class ClickHouseRemoval:
         if tenant is None:
             return []
         rows = self.client.query(
-            f"SELECT seq, ts, line, length(line) FROM {self.db}.entries "
+            f"SELECT seq, ts, line, bytes FROM {self.db}.entries "
             "WHERE tenant = {t:String} AND stream_id = {sid:UInt64} AND ts >= {s:Int64} "
             "AND ts <= {e:Int64} ORDER BY ts, seq",
             {"t": tenant, "sid": sid, "s": start, "e": end})

@@ -20,6 +20,7 @@ from collections import ChainMap
 from importlib import resources
 from typing import Any, Callable, Mapping, MutableMapping, Sequence, TypeVar
 
+from logql.reading import utf8_len
 from storage.clickhouse.client import Client, ClickHouseError, Target
 from storage.clickhouse.index import StreamIndex, stream_id
 from storage.clickhouse.reader import ClickHouseReader
@@ -32,7 +33,7 @@ log = logging.getLogger("logstore.clickhouse")
 RETRY_SECONDS = 5
 
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
-ENTRY_COLUMNS = ("tenant", "stream_id", "ts", "hash", "seq", "line", "metadata")
+ENTRY_COLUMNS = ("tenant", "stream_id", "ts", "hash", "seq", "line", "metadata", "bytes")
 
 
 def migration_files() -> list[tuple[int, str, str]]:
@@ -214,7 +215,7 @@ class ClickHouseLogs:
                         continue
                     seen.add(key)
                     kept.append((ts, h, line, md))
-                    entries.append((tenant, sid, ts, h, seq, line, md or ""))
+                    entries.append((tenant, sid, ts, h, seq, line, md or "", utf8_len(line)))
                     seq += 1
                 stream_rows.append((tenant, sid, ps.canonical, ps.first_ts, ps.last_ts))
                 newest[sid] = max(newest[sid], ps.last_ts)
@@ -300,6 +301,12 @@ class ClickHouseLogs:
     def newest_seq(self, _conn: Any = None) -> int:
         """The highest seq stored (0: none): the pattern miner's catch-up mark."""
         return self.client.query(f"SELECT max(seq) FROM {self.db}.entries")[0][0] or 0
+
+    def compact(self) -> None:
+        """Merge every table's parts now (/flush): what merges would do in time, lines
+        pushed twice by two nodes collapsed with them."""
+        for table in ("entries", "streams", "stream_labels"):
+            self.client.command(f"OPTIMIZE TABLE {self.db}.{table} FINAL")
 
     def tenant_counts(self) -> dict[str, int]:
         """Lines stored per tenant."""

@@ -24,7 +24,8 @@ ORDER BY (tenant, name, value, stream_id)
 ;
 -- One row per stored line. `seq` orders lines of equal timestamp as they arrived (the
 -- SQLite head's row id); `hash` is the ingester's content hash, so a line pushed twice is
--- found by the ordering key and collapsed by merges even if two nodes stored it.
+-- found by the ordering key and collapsed by merges even if two nodes stored it. `bytes`
+-- repeats the line's UTF-8 length so that counting bytes reads 4 bytes a row, not the line.
 CREATE TABLE IF NOT EXISTS {db}.entries (
     tenant    LowCardinality(String),
     stream_id UInt64,
@@ -32,6 +33,7 @@ CREATE TABLE IF NOT EXISTS {db}.entries (
     hash      UInt64,
     seq       UInt64 CODEC(Delta, ZSTD(1)),
     line      String CODEC(ZSTD(3)),
+    bytes     UInt32 CODEC(T64, ZSTD(1)),  -- length(line): counts read this, not the lines
     metadata  String CODEC(ZSTD(1)),  -- '' when none, else the ingester's compact JSON
     INDEX line_tokens line TYPE ngrambf_v1(4, 16384, 3, 0) GRANULARITY 1
 ) ENGINE = ReplacingMergeTree
