@@ -28,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ingest import add_workers_flag, free_port, start_server, workers_config  # noqa: E402
+from ingest import (add_backend_flag, add_workers_flag, backend_config,  # noqa: E402
+                    clickhouse_facts, free_port, start_server, workers_config)
 from background import data_range, wait_for_background  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
@@ -93,13 +94,18 @@ def main() -> None:
                     help="the queries of the realistic set (ingest.py --realistic)")
     ap.add_argument("--no-report", action="store_true")
     add_workers_flag(ap)
+    add_backend_flag(ap)
     args = ap.parse_args()
     queries = REALISTIC_QUERIES if args.realistic else QUERIES
     data_dir = Path(args.data) / "data"
-    start, end = data_range(data_dir / "logstore.db")
+    if args.backend == "clickhouse":
+        start, end, _ = clickhouse_facts(data_dir)
+    else:
+        start, end = data_range(data_dir / "logstore.db")
     end -= 1  # the newest entry itself is the end
     port = free_port()
-    proc = start_server(data_dir, port, workers_config(args.workers))
+    proc = start_server(data_dir, port, workers_config(args.workers)
+                        + backend_config(args.backend, data_dir))
     rows = []
     try:
         wait_for_background(data_dir / "logstore.db")
@@ -124,6 +130,8 @@ def main() -> None:
              if args.realistic else "1,000,000 lines over 24 h")
     workers = ("" if args.workers is None
                else f", `querier.worker_processes: {args.workers}`")
+    if args.backend == "clickhouse":
+        workers += ", `storage.backend: clickhouse` (chdb)"
     body = (f"{machine()}; {shape} (bench/dataset.py), queried over HTTP "
             f"through `logstore serve`{workers}; median of {args.runs} runs after a "
             f"warm-up.\n\n"
@@ -132,8 +140,9 @@ def main() -> None:
     # no Loki runs here: a Loki figure written into every report would be a claim this
     # script never measured
     if not args.no_report:
-        update_section("Metric queries, realistic set (bench/metrics.py --realistic)"
-                       if args.realistic else "Metric queries (bench/metrics.py)", body)
+        on = ", ClickHouse (chdb)" if args.backend == "clickhouse" else ""
+        update_section(f"Metric queries, realistic set{on} (bench/metrics.py --realistic)"
+                       if args.realistic else f"Metric queries{on} (bench/metrics.py)", body)
 
 
 if __name__ == "__main__":

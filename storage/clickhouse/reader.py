@@ -144,11 +144,15 @@ class ClickHouseReader:
             return {}
         points = [_clamp(p) for p in points]
         width = points[1] - points[0]
+        index_of: dict[int, int] | None = None
         if all(b - a == width for a, b in zip(points, points[1:])):
             bucket, extra = "intDiv(ts - {p0:Int64} - 1, {w:Int64})", {"w": width}
         else:
-            bucket, extra = "arrayFirstIndex(p -> p >= ts, {pts:Array(Int64)}) - 2", \
-                {"pts": points}
+            # the bucket (p[i], p[i+1]] of ts is named by p[i], the point ts - 1 rounds
+            # down to: a binary search per row (arrayFirstIndex, linear, took 20 times as
+            # long over 500 points)
+            bucket, extra = "roundDown(ts - 1, {pts:Array(Int64)})", {"pts": points}
+            index_of = {p: i for i, p in enumerate(points)}
         totals: Totals = {}
         for tenant, ids in self._by_tenant(stream_ids).items():
             self.check_deadline()
@@ -159,6 +163,8 @@ class ClickHouseReader:
                 "AND ts <= {pn:Int64} GROUP BY stream_id, metadata, b",
                 {**params, **extra, "p0": points[0], "pn": points[-1]})
             for sid, md, b, n, size in rows:
+                if index_of is not None:
+                    b = index_of[b]
                 acc = totals.get((sid, md))
                 if acc is None:
                     acc = totals[(sid, md)] = ([0] * nb, [0] * nb)
