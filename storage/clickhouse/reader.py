@@ -25,6 +25,7 @@ _LO, _HI = TS_MIN - 1, TS_MAX
 # 1000 lines, and most of a page past the limit would be read for nothing)
 PAGE_ROWS = 20_000
 LIMITED_FIRST_ROWS = 1000
+HOUR_NS = 3600 * 10**9
 # the block window index/stats counts chunks in (storage.block_window's default)
 SEGMENT_NS = 3600 * 10**9
 
@@ -242,18 +243,58 @@ class ClickHouseScan:
         # go in one statement when there are several
         where = r._where(*groups[0]) if len(groups) == 1 else r._where(None, self.ids)
         self._walked = (self.end, self.end) if self.backward else (self.start, self.start)
-        for rows in self._pages(
-                where, f"ts {order}, seq {order}",
-                f"(ts {sign} {{at:Int64}} OR (ts = {{at:Int64}} AND seq {sign} {{aseq:UInt64}}))",
-                lambda row: {"at": row[2], "aseq": row[0]},
-                LIMITED_FIRST_ROWS if self.limited else PAGE_ROWS):
-            last = rows[-1][2]
-            self._walked = (last, self.end) if self.backward else (self.start, last + 1)
-            yield rows
+        first = LIMITED_FIRST_ROWS if self.limited else PAGE_ROWS
+        for lo, hi in self._windows(where, first):
+            for rows in self._pages(
+                    where, f"ts {order}, seq {order}",
+                    f"(ts {sign} {{at:Int64}} OR (ts = {{at:Int64}} AND seq {sign} "
+                    "{aseq:UInt64}))",
+                    lambda row: {"at": row[2], "aseq": row[0]}, first, lo, hi):
+                first = PAGE_ROWS
+                last = rows[-1][2]
+                self._walked = (last, self.end) if self.backward else (self.start, last + 1)
+                yield rows
         self._walked = (self.start, self.end)
 
+    def _windows(self, where: tuple[str, dict[str, Any]], first: int
+                 ) -> Iterator[tuple[int, int]]:
+        """[lo, hi) parts of the range, from the end the scan starts at, each holding about
+        a page of rows: a read sorts only the rows of its part, where one ORDER BY over a
+        day sorted the whole day to return its first thousand lines. The parts come from a
+        count of the rows per hour, which reads the timestamps alone; with line conditions
+        that count would read the lines, so the range is one part then."""
+        if not self.limited or conditions_sql(self.conditions)[0]:
+            yield self.start, self.end
+            return
+        clause, params = where
+        counts = self.reader.client.query(
+            f"SELECT intDiv(ts, {HOUR_NS}) AS h, count() FROM {self.reader.db}.entries "
+            f"WHERE {clause} AND ts >= {{s:Int64}} AND ts < {{e:Int64}} GROUP BY h "
+            f"ORDER BY h {'DESC' if self.backward else 'ASC'}",
+            {**params, "s": self.start, "e": self.end})
+        edge, want, held = (self.end if self.backward else self.start), first, 0
+        for h, n in counts:
+            held += n
+            if held < want:
+                continue
+            # the part ends with hour h (clamped to the range)
+            if self.backward:
+                lo = max(self.start, h * HOUR_NS)
+                yield lo, edge
+                edge = lo
+            else:
+                hi = min(self.end, (h + 1) * HOUR_NS)
+                yield edge, hi
+                edge = hi
+            held, want = 0, PAGE_ROWS
+        if self.backward and edge > self.start:
+            yield self.start, edge
+        elif not self.backward and edge < self.end:
+            yield edge, self.end
+
     def _pages(self, where: tuple[str, dict[str, Any]], order: str, after: str,
-               cursor_of: Any, first: int) -> Iterator[list[Row]]:
+               cursor_of: Any, first: int, lo: int | None = None,
+               hi: int | None = None) -> Iterator[list[Row]]:
         """The rows of the scan in `order`, page after page: each statement starts after
         the last row of the one before (`after`, filled by `cursor_of(row)`), so no page
         is read twice, however deep the scan goes."""
@@ -269,7 +310,8 @@ class ClickHouseScan:
                 sql += " AND " + after
             rows = r.client.query(sql + f" ORDER BY {order} LIMIT {page}",
                                   {**params, **cparams, **(cursor or {}),
-                                   "s": self.start, "e": self.end})
+                                   "s": self.start if lo is None else lo,
+                                   "e": self.end if hi is None else hi})
             if rows:
                 cursor = cursor_of(rows[-1])
                 yield [(seq, sid, ts, line, md or None) for seq, sid, ts, line, md in rows]

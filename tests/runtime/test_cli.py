@@ -58,7 +58,7 @@ def test_version(capsys):
     (["-config.expand-env=yes"],
      'logstore: invalid boolean value "yes" for -config.expand-env: parse error\n'),
     (["-config.file"], "logstore: flag needs an argument: -config.file\n"),
-    (["start"], "logstore: unknown command 'start' (commands: serve, migrate, config, backup)\n"),
+    (["start"], "logstore: unknown command 'start' (commands: serve, migrate, config, copy-to-clickhouse, backup)\n"),
 ])
 def test_a_bad_flag_prints_usage_and_exits_2(capsys, argv, message):
     assert cli.main(argv) == 2
