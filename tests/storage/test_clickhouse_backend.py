@@ -254,3 +254,26 @@ class _Tenant:
 
     def get(self, path: str, **kw):
         return self.client.get(path, headers={"X-Scope-OrgID": self.tenant}, **kw)
+
+
+def test_flush_merges_and_metrics_show_the_bytes_clickhouse_keeps(tmp_path):
+    t = now_ns() - 60 * NS
+    with _client(_config(tmp_path)) as c:
+        for k in range(3):  # three pushes, three parts
+            values = [[str(t + (k * 10 + i) * NS), f"part {k} line {i}"] for i in range(10)]
+            assert c.post(PUSH, content=push_body({"app": "m"}, values),
+                          headers=JSON_HEADERS).status_code == 204
+        store = c.app.state.services.querier.store
+        parts = "SELECT count() FROM system.parts WHERE database = {d:String} " \
+                "AND table = 'entries' AND active"
+        assert store.client.query(parts, {"d": store.db})[0][0] == 3  # the state
+        token = c.app.state.services.config.server.admin_token
+        r = c.post("/flush", headers={"Authorization": f"Bearer {token}"} if token else {})
+        assert r.status_code == 204
+        assert store.client.query(parts, {"d": store.db})[0][0] == 1
+        text = c.get("/metrics").text
+        line = next(x for x in text.splitlines()
+                    if x.startswith("logstore_clickhouse_size_bytes "))
+        assert float(line.split()[1]) > 0
+        got = _lines(c, '{app="m"}', t - NS, t + 60 * NS)
+        assert len(got[0][1]) == 30
