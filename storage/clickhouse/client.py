@@ -53,36 +53,31 @@ def _element_text(value: Any) -> str:
 
 
 class _Embedded:
-    """chdb runs one embedded server per process, on one directory at a time: clients of
-    the same directory share its session (and take turns on it); another directory waits
-    until the last of them closed."""
+    """chdb runs one embedded server per process, on one directory at a time: every client
+    of that directory shares it (each thread with a connection of its own, so a long read
+    does not hold up a push); another directory can open once the last client closed."""
 
     lock = threading.Lock()
     path: str | None = None
-    session: Any = None
     users = 0
 
     @classmethod
-    def acquire(cls, path: str) -> Any:
+    def acquire(cls, path: str) -> None:
         with cls.lock:
-            if cls.session is not None and cls.path != path:
+            if cls.users and cls.path != path:
                 raise ClickHouseError(
                     f"the embedded ClickHouse of this process already runs on {cls.path}; "
                     f"chdb cannot open {path} beside it")
-            if cls.session is None:
-                from chdb import session  # imported only by the backend that needs it
-                os.makedirs(path, exist_ok=True)
-                cls.session, cls.path = session.Session(path), path
+            os.makedirs(path, exist_ok=True)
+            cls.path = path
             cls.users += 1
-            return cls.session
 
     @classmethod
     def release(cls) -> None:
         with cls.lock:
             cls.users -= 1
-            if cls.users == 0 and cls.session is not None:
-                cls.session.close()
-                cls.session, cls.path = None, None
+            if cls.users == 0:
+                cls.path = None
 
 
 class Client:
@@ -91,14 +86,24 @@ class Client:
     def __init__(self, target: Target):
         self.target = target
         self.embedded = target.url.startswith("chdb://")
-        self._session: Any = None
+        self._path: str | None = None      # the embedded engine's directory, once open
+        self._local = threading.local()    # this thread's chdb connection
+        self._connections: list[Any] = []
+        self._connections_lock = threading.Lock()
         self._http: Any = None
 
     # -- connecting -------------------------------------------------------------------------
     def open(self) -> None:
         if self.embedded:
-            if self._session is None:
-                self._session = _Embedded.acquire(urlparse(self.target.url).path or "/")
+            if self._path is None:
+                path = urlparse(self.target.url).path or "/"
+                _Embedded.acquire(path)
+                self._path = path
+                try:
+                    self._connection()
+                except Exception:
+                    self.close()
+                    raise
         else:
             import clickhouse_connect
             u = urlparse(self.target.url)
@@ -112,24 +117,33 @@ class Client:
                                       ) from None
 
     def close(self) -> None:
-        if self._session is not None:
-            self._session = None
+        if self._path is not None:
+            with self._connections_lock:
+                connections, self._connections = self._connections, []
+                self._local = threading.local()
+            for conn in connections:
+                conn.close()
+            self._path = None
             _Embedded.release()
         if self._http is not None:
             self._http.close()
             self._http = None
 
     # -- statements -------------------------------------------------------------------------
-    def query(self, sql: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        """Rows of a SELECT, each a list of column values."""
+    def query(self, sql: str, params: dict[str, Any] | None = None,
+              settings: dict[str, int] | None = None) -> list[list[Any]]:
+        """Rows of a SELECT, each a list of column values; `settings` for this statement
+        (integers: `max_execution_time`)."""
         params = {k: _param_text(v) for k, v in (params or {}).items()}
         if self._http is not None:
             try:
-                return [list(r) for r in self._http.query(sql, parameters=params).result_rows]
+                return [list(r) for r in self._http.query(sql, parameters=params,
+                                                          settings=settings).result_rows]
             except Exception as exc:  # noqa: BLE001
                 raise ClickHouseError(str(exc)) from None
-        text = self._embedded(sql + " SETTINGS output_format_json_quote_64bit_integers = 0",
-                              "JSONCompactEachRow", params)
+        extra = "".join(f", {k} = {int(v)}" for k, v in (settings or {}).items())
+        text = self._embedded(sql + " SETTINGS output_format_json_quote_64bit_integers = 0"
+                              + extra, "JSONCompactEachRow", params)
         if not text:
             return []
         return _decode_rows(b"[" + text.rstrip(b"\n").replace(b"\n", b",") + b"]")
@@ -161,12 +175,26 @@ class Client:
                + body.decode("utf-8", "surrogatepass"))
         self._embedded(sql, "CSV", None)
 
-    def _embedded(self, sql: str, fmt: str, params: dict[str, str] | None) -> bytes:
-        with _Embedded.lock:
-            if self._session is None:
-                raise ClickHouseError("the ClickHouse store is closed")
+    def _connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            import chdb  # imported only by the backend that needs it
             try:
-                result = self._session.query(sql, fmt, params=params or None)
+                conn = chdb.connect(self._path)
             except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
                 raise ClickHouseError(str(exc)) from None
-            return result.bytes()
+            with self._connections_lock:
+                self._connections.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def _embedded(self, sql: str, fmt: str, params: dict[str, str] | None) -> bytes:
+        if self._path is None:
+            raise ClickHouseError("the ClickHouse store is closed")
+        try:
+            result = self._connection().query(sql, fmt, params=params or None)
+        except ClickHouseError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
+            raise ClickHouseError(str(exc)) from None
+        return result.bytes()

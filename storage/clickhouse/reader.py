@@ -10,11 +10,12 @@ hide is taken out by services/read/visibility.py, over this as over SQLite.
 
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
-from logql.errors import QueryTimeout
+from logql.errors import QueryTimeout, StoreUnavailable
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN
 from logql.reading import LineConditions, Row, ScanCounts, Totals, add_to_groups, ci_testable
 from storage.clickhouse.index import StreamIndex
@@ -70,14 +71,35 @@ def conditions_sql(conditions: LineConditions | None) -> tuple[str, dict[str, An
     return " AND " + " AND ".join(parts), params
 
 
+class _Bounded:
+    """The client under the read's deadline: every statement carries the time left as its
+    `max_execution_time`, so ClickHouse stops a statement that would run past it, and a
+    statement it stopped so is the read's QueryTimeout (504), not a store failure."""
+
+    def __init__(self, client: Any, reader: "ClickHouseReader"):
+        self.client, self.reader = client, reader
+
+    def query(self, sql: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        self.reader.check_deadline()
+        deadline = self.reader.deadline
+        settings = None if deadline is None else \
+            {"max_execution_time": max(1, math.ceil(deadline - time.monotonic()))}
+        try:
+            return self.client.query(sql, params, settings)
+        except StoreUnavailable as exc:
+            if "TIMEOUT_EXCEEDED" in str(exc):
+                raise QueryTimeout() from None
+            raise
+
+
 class ClickHouseReader:
     """A `Reader` over one ClickHouse database, under an optional deadline."""
 
     count_granularity = 1  # counts are computed from the entries at any point
 
     def __init__(self, client: Any, db: str, deadline: float | None = None):
-        self.client, self.db, self.deadline = client, db, deadline
-        self.index = StreamIndex(client, db)
+        self.client, self.db, self.deadline = _Bounded(client, self), db, deadline
+        self.index = StreamIndex(self.client, db)
         self.cancelled = False
         # the tenant of every stream this reader handed out: the entries' ordering key
         # starts with the tenant
