@@ -15,9 +15,12 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from logql.errors import QueryTimeout, StoreUnavailable
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN
-from logql.reading import LineConditions, Row, ScanCounts, Totals, add_to_groups, ci_testable
+from logql.reading import (LineColumns, LineConditions, Row, ScanCounts, Totals, add_to_groups,
+                           ci_testable)
 from storage.clickhouse.index import StreamIndex
 from storage.streams import Matcher, TenantSet
 
@@ -71,6 +74,29 @@ def conditions_sql(conditions: LineConditions | None) -> tuple[str, dict[str, An
     return " AND " + " AND ".join(parts), params
 
 
+def _per_stream(table: Any) -> Iterator[LineColumns]:
+    """One LineColumns per stream of a page sorted by stream."""
+    sids = table.column("stream_id").to_numpy()
+    ts = table.column("ts").to_numpy()
+    seq = table.column("seq").to_numpy().astype(np.int64)
+    lines = table.column("line").combine_chunks()
+    # String comes as Arrow string or binary (32-bit offsets), or their large forms
+    width = 8 if str(lines.type).startswith("large_") else 4
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64 if width == 8 else np.int32,
+                            count=len(lines) + 1, offset=lines.offset * width
+                            ).astype(np.int64)
+    data = lines.buffers()[2].to_pybytes() if lines.buffers()[2] is not None else b""
+    mds = table.column("metadata").to_pylist()
+    cuts = [0, *(np.flatnonzero(np.diff(sids)) + 1).tolist(), len(sids)]
+    for a, b in zip(cuts, cuts[1:]):
+        texts: dict[str, int] = {}
+        md = np.array([-1 if not m else texts.setdefault(m, len(texts)) for m in mds[a:b]],
+                      dtype=np.int32)
+        lo, hi = int(offsets[a]), int(offsets[b])
+        yield LineColumns(int(sids[a]), ts[a:b], seq[a:b], data[lo:hi],
+                          offsets[a:b + 1] - lo, md, list(texts))
+
+
 class _Bounded:
     """The client under the read's deadline: every statement carries the time left as its
     `max_execution_time`, so ClickHouse stops a statement that would run past it, and a
@@ -80,12 +106,18 @@ class _Bounded:
         self.client, self.reader = client, reader
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        return self._bounded(self.client.query, sql, params)
+
+    def query_arrow(self, sql: str, params: dict[str, Any] | None = None) -> Any:
+        return self._bounded(self.client.query_arrow, sql, params)
+
+    def _bounded(self, run: Any, sql: str, params: dict[str, Any] | None) -> Any:
         self.reader.check_deadline()
         deadline = self.reader.deadline
         settings = None if deadline is None else \
             {"max_execution_time": max(1, math.ceil(deadline - time.monotonic()))}
         try:
-            return self.client.query(sql, params, settings)
+            return run(sql, params, settings)
         except StoreUnavailable as exc:
             if "TIMEOUT_EXCEEDED" in str(exc):
                 raise QueryTimeout() from None
@@ -156,8 +188,32 @@ class ClickHouseReader:
                               conditions, backward, limited, counts, ordered)
 
     def line_columns(self, stream_ids: Sequence[int], start: int, end: int
-                     ) -> Iterator[list[Row]]:
-        yield from self.lines(stream_ids, start, end, ordered=False).batches()
+                     ) -> Iterator[LineColumns]:
+        """Pages of rows in (stream, ts, seq) order as Arrow columns, each page cut into one
+        LineColumns per stream: the lines stay one buffer with offsets, as ClickHouse
+        sends them, with no Python object per row."""
+        start, end = _clamp(start), _clamp(end)
+        if not stream_ids or start >= end:
+            return
+        for tenant, ids in self._by_tenant(stream_ids).items():
+            where, params = self._where(tenant, ids)
+            cursor: dict[str, int] = {}
+            while True:
+                sql = (f"SELECT stream_id, ts, seq, line, metadata FROM {self.db}.entries "
+                       f"WHERE {where} AND ts >= {{s:Int64}} AND ts < {{e:Int64}}")
+                if cursor:
+                    sql += (" AND (stream_id, ts, seq) > ({asid:UInt64}, {at:Int64}, "
+                            "{aseq:UInt64})")
+                table = self.client.query_arrow(
+                    sql + f" ORDER BY stream_id, ts, seq LIMIT {PAGE_ROWS}",
+                    {**params, **cursor, "s": start, "e": end})
+                if table.num_rows:
+                    yield from _per_stream(table)
+                    cursor = {"asid": table.column("stream_id")[-1].as_py(),
+                              "at": table.column("ts")[-1].as_py(),
+                              "aseq": table.column("seq")[-1].as_py()}
+                if table.num_rows < PAGE_ROWS:
+                    break
 
     # -- counts ----------------------------------------------------------------------------
     def window_counts(self, stream_ids: Sequence[int], points: list[int],

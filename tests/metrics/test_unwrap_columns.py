@@ -13,6 +13,8 @@ from bisect import bisect_right
 import numpy as np
 import pytest
 
+from tests.storage_matrix import CLICKHOUSE
+
 import logql.engine.range as range_engine
 from logql.engine.functions import sliding_quantiles
 from logql.engine.unwrap_columns import window_quantiles
@@ -119,7 +121,7 @@ def _body(stream: dict, rnd: random.Random) -> bytes:
     return json.dumps({"streams": [{"stream": stream, "values": values}]}).encode()
 
 
-@pytest.fixture(scope="module", params=["sealed", "split"])
+@pytest.fixture(scope="module", params=["sealed", "split", CLICKHOUSE])
 def stored(request, tmp_path_factory):
     from tests.conftest import matrix_client
     state = request.param
@@ -143,11 +145,15 @@ def stored(request, tmp_path_factory):
         # the state is the promised one before anything is compared: blocks, many of them
         client.get("/ready")                 # a read: the settler seals first
         head, sealed = counts(ctx.db.path)
-        if state == "sealed":
+        if state == CLICKHOUSE:  # every line in ClickHouse, read as Arrow columns
+            assert head == sealed == 0
+            assert ctx.querier.store.rows() == LINES * len(STREAMS)
+        elif state == "sealed":
             assert head == 0 and sealed == LINES * len(STREAMS)
         else:
             assert head > 0 and sealed > 0
-        assert _blocks(ctx.db.path) >= 10
+        if state != CLICKHOUSE:
+            assert _blocks(ctx.db.path) >= 10
         r = client.post("/logstore/api/v1/delete", params={
             "query": '{app="a", host="h1"} |= "level=warn"', "start": str(T0 // S),
             "end": str(T0 // S + LINES)})
@@ -166,11 +172,15 @@ def _blocks(path: str) -> int:
 
 def stored_ids(client) -> dict[str | None, int]:
     """Stream id by host label."""
-    conn = sqlite3.connect(client.app.state.services.db.path)
-    try:
-        rows = conn.execute("SELECT id, labels FROM streams").fetchall()
-    finally:
-        conn.close()
+    store = client.app.state.services.querier.store
+    if hasattr(store, "rows"):  # ClickHouse
+        rows = store.client.query(f"SELECT id, any(labels) FROM {store.db}.streams GROUP BY id")
+    else:
+        conn = sqlite3.connect(client.app.state.services.db.path)
+        try:
+            rows = conn.execute("SELECT id, labels FROM streams").fetchall()
+        finally:
+            conn.close()
     out = {}
     for sid, labels in rows:
         host = next((h for h in ("h1", "h2", "h3") if f'host="{h}"' in labels), None)
