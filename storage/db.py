@@ -278,21 +278,9 @@ class Database:
         assert conn is not None
         try:
             while True:
-                first = self._queue.get()
-                if first is _STOP:
-                    return
-                batch = [first]
-                stop = False
-                while True:  # fold in everything that is already waiting
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item is _STOP:
-                        stop = True
-                        break
-                    batch.append(item)
-                self._run_batch(conn, batch)
+                batch, stop = next_batch(self._queue, _STOP)
+                if batch:
+                    self._run_batch(conn, batch)
                 if stop:
                     return
         finally:
@@ -413,23 +401,47 @@ class Database:
         return total
 
 
-def _resolve(work: _Work, ok: bool, value: Any) -> None:
-    if work.loop is None:
+def next_batch(waiting: Any, stop_mark: object) -> tuple[list, bool]:
+    """A group-commit writer's next batch: the first item waiting (blocking for it) and
+    everything already behind it; whether `stop_mark` came (the batch may then be empty).
+    The log store on ClickHouse batches its writes with the same two functions."""
+    first = waiting.get()
+    if first is stop_mark:
+        return [], True
+    batch = [first]
+    while True:  # fold in everything that is already waiting
+        try:
+            item = waiting.get_nowait()
+        except queue.Empty:
+            return batch, False
+        if item is stop_mark:
+            return batch, True
+        batch.append(item)
+
+
+def settle(future: Any, loop: Any, ok: bool, value: Any) -> None:
+    """Hand a writer's result to its caller: on the caller's event loop (`loop`), or
+    directly for a caller without one (None)."""
+    if loop is None:
         if ok:
-            work.future.set_result(value)
+            future.set_result(value)
         else:
-            work.future.set_exception(value)
+            future.set_exception(value)
         return
 
-    def settle() -> None:
-        if work.future.done():  # the caller went away (cancelled); the data is committed anyway
+    def on_loop() -> None:
+        if future.done():  # the caller went away (cancelled); the data is committed anyway
             return
         if ok:
-            work.future.set_result(value)
+            future.set_result(value)
         else:
-            work.future.set_exception(value)
+            future.set_exception(value)
 
     try:
-        work.loop.call_soon_threadsafe(settle)
+        loop.call_soon_threadsafe(on_loop)
     except RuntimeError:  # loop closed
         pass
+
+
+def _resolve(work: _Work, ok: bool, value: Any) -> None:
+    settle(work.future, work.loop, ok, value)

@@ -3,9 +3,8 @@ the append path, and the reads the querier asks of a log store.
 
 The ingester validates and prepares a push as for SQLite (`storage.entries.PreparedStream`);
 here it becomes rows of `entries`, `streams` and `stream_labels`, written before the push
-is acknowledged. Rollups follow by a materialized view. Exact duplicates are stored once,
-as on SQLite: a row whose stream already holds a line at or after its timestamp is looked
-up by the ordering key first.
+is acknowledged. Exact duplicates are stored once, as on SQLite: a row whose stream already
+holds a line at or after its timestamp is looked up by the ordering key first.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from storage.clickhouse.client import Client, ClickHouseError, Target
 from storage.clickhouse.index import StreamIndex, stream_id
 from storage.clickhouse.reader import ClickHouseReader
 from storage.clickhouse.removal import ClickHouseRemoval
+from storage.db import next_batch, settle
 from storage.entries import AppendResult, PreparedStream
 from storage.streams import Matcher, TenantSet
 
@@ -156,20 +156,11 @@ class ClickHouseLogs:
                 self._writer.start()
 
     def _write_loop(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._queue.put(None)
-                    break
-                batch.append(item)
+        stop = False
+        while not stop:
+            batch, stop = next_batch(self._queue, None)
+            if not batch:
+                continue
             try:
                 with self._write_lock:
                     results: list[Any] = self._write([(t, st) for t, st, _, _ in batch])
@@ -177,7 +168,7 @@ class ClickHouseLogs:
             except Exception as exc:  # noqa: BLE001 - handed to every caller of the batch
                 results, ok = [exc] * len(batch), False
             for (_, _, future, loop), value in zip(batch, results):
-                loop.call_soon_threadsafe(_settle, future, ok, value)
+                settle(future, loop, ok, value)
 
     def _write(self, pushes: list[tuple[str, list[PreparedStream]]]) -> list[AppendResult]:
         """Rows of every push, deduplicated against what is stored and against each other,
@@ -187,7 +178,6 @@ class ClickHouseLogs:
         stream_rows: list[tuple] = []
         postings: list[tuple] = []
         seen: set[tuple[int, int, int]] = set()
-        created: list[int] = []
         # what this batch learns, over what the writer knew (a copy of thousands of streams
         # per batch would cost more than the batch)
         learned: dict[int, int] = {}
@@ -204,10 +194,8 @@ class ClickHouseLogs:
             held = self._stored_keys(tenant, sids, streams, newest)
             for sid, ps in zip(sids, streams):
                 if sid not in newest:
-                    created.append(sid)
                     postings.extend((tenant, name, value, sid)
                                     for name, value in ps.labels.items())
-                    newest[sid] = ps.last_ts
                 kept = []
                 for ts, h, line, md in ps.rows:
                     key = (sid, ts, h)
@@ -218,7 +206,7 @@ class ClickHouseLogs:
                     entries.append((tenant, sid, ts, h, seq, line, md or "", utf8_len(line)))
                     seq += 1
                 stream_rows.append((tenant, sid, ps.canonical, ps.first_ts, ps.last_ts))
-                newest[sid] = max(newest[sid], ps.last_ts)
+                newest[sid] = max(newest.get(sid, ps.last_ts), ps.last_ts)
                 result.inserted += len(kept)
                 result.duplicates += len(ps.rows) - len(kept)
                 result.written.append((sid, ps.labels, kept))
@@ -322,15 +310,6 @@ class ClickHouseLogs:
             "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = {d:String} "
             "AND active", {"d": self.db})
         return int(rows[0][0] or 0) if rows else 0
-
-
-def _settle(future: asyncio.Future, ok: bool, value: Any) -> None:
-    if future.done():  # the caller went away; the rows are written anyway
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
 
 
 __all__ = ["ClickHouseLogs", "ClickHouseError", "Target"]
