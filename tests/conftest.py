@@ -25,7 +25,8 @@ import config as config_module  # noqa: E402
 from app import create_app  # noqa: E402
 
 
-from tests.storage_matrix import CLICKHOUSE, STATES, Settler, open_client, storage_config  # noqa: E402
+from tests.storage_matrix import (CLICKHOUSE, STATES, Settler, clickhouse_store,  # noqa: E402
+                                  open_client, storage_config)  # noqa: E402
 
 # The storage matrix (tests/storage_matrix.py): every test under these paths that uses a
 # client or server fixture (or the `storage_state` fixture itself) runs once per state listed,
@@ -161,8 +162,8 @@ def engine_reader(client: Any):
     from storage.reader import LogReader
 
     client.settler.settle()
-    store = client.app.state.services.querier.store
-    if hasattr(store, "rows"):
+    store = clickhouse_store(client.app)
+    if store is not None:
         yield lambda: store.reader(None, None)
         return
     conn = connect(client.app.state.services.db.path, readonly=True)

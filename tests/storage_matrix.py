@@ -120,6 +120,12 @@ def seal_older_half(db_path: str | Path, max_id: int | None = None) -> int:
         conn.close()
 
 
+def clickhouse_store(app: Any) -> Any:
+    """The app's ClickHouse log store, None when its log data is in the SQLite file."""
+    store = app.state.services.querier.store
+    return store if store.__class__.__name__ == "ClickHouseLogs" else None
+
+
 class StateError(AssertionError):
     pass
 
@@ -220,8 +226,8 @@ def open_client(app: Any, state: str | None) -> MatrixClient:
         return client.blocking_portal.call(sealer.gate)
 
     def elsewhere() -> int | None:
-        store = app.state.services.querier.store
-        return store.rows() if hasattr(store, "rows") else None
+        store = clickhouse_store(app)
+        return None if store is None else store.rows()
 
     client.settler = Settler(state, lambda: app.state.services.db.path, flush, gate,
                              elsewhere)

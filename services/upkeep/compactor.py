@@ -176,10 +176,11 @@ class Compactor:
                 visible = self.policy.cutoff_of(info.tenant, info.labels)
                 if visible is None or info.first_ts >= visible - self.delay:
                     continue
-                removed += await asyncio.to_thread(removal.expire, sid, visible - self.delay)
+                removed += await asyncio.to_thread(removal.expire, info.tenant, sid,
+                                                   visible - self.delay)
                 emptied.add(sid)
             for sid in emptied:
-                if await asyncio.to_thread(removal.drop_if_empty, sid):
+                if await asyncio.to_thread(removal.drop_if_empty, streams[sid].tenant, sid):
                     self.streams_removed += 1
             self.sweeps += 1
             self.lines_removed += removed

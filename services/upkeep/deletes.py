@@ -284,7 +284,8 @@ class Deletions:
                         and all(m.matches(labels.get(m.name, ""))
                                 for m in query.selector.matchers):
                     n = await (self._remove(sid, p.start, p.end, pick) if removal is None
-                               else self._remove_elsewhere(removal, sid, p.start, p.end, pick))
+                               else self._remove_elsewhere(removal, tenant, sid, p.start,
+                                                           p.end, pick))
                     if n:
                         self.touched.add(sid)
                     removed += n
@@ -326,9 +327,9 @@ class Deletions:
                 if moved else []
         return removed
 
-    async def _remove_elsewhere(self, removal: Any, sid: int, start: int, end: int,
-                                pick) -> int:
-        gone = await asyncio.to_thread(removal.remove, sid, start, end, pick)
+    async def _remove_elsewhere(self, removal: Any, tenant: str, sid: int, start: int,
+                                end: int, pick) -> int:
+        gone = await asyncio.to_thread(removal.remove, tenant, sid, start, end, pick)
         self.lines_deleted += len(gone)
         self.bytes_deleted += sum(size for _, _, size in gone)
         await self._removed(sid, [(ts, line) for ts, line, _ in gone])

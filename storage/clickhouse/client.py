@@ -39,6 +39,10 @@ class Target:
     cluster: str = ""
 
 
+def _params(params: dict[str, Any] | None) -> dict[str, str]:
+    return {k: _param_text(v) for k, v in (params or {}).items()}
+
+
 def _param_text(value: Any) -> str:
     """A parameter as ClickHouse's text form of its declared type."""
     if isinstance(value, (list, tuple)):
@@ -134,16 +138,12 @@ class Client:
               settings: dict[str, int] | None = None) -> list[list[Any]]:
         """Rows of a SELECT, each a list of column values; `settings` for this statement
         (integers: `max_execution_time`)."""
-        params = {k: _param_text(v) for k, v in (params or {}).items()}
         if self._http is not None:
-            try:
-                return [list(r) for r in self._http.query(sql, parameters=params,
-                                                          settings=settings).result_rows]
-            except Exception as exc:  # noqa: BLE001
-                raise ClickHouseError(str(exc)) from None
-        extra = "".join(f", {k} = {int(v)}" for k, v in (settings or {}).items())
-        text = self._embedded(sql + " SETTINGS output_format_json_quote_64bit_integers = 0"
-                              + extra, "JSONCompactEachRow", params)
+            return [list(r) for r in self._on_server(
+                self._http.query, sql, parameters=_params(params), settings=settings
+            ).result_rows]
+        text = self._embedded(sql, "JSONCompactEachRow", params,
+                              {**_OUTPUT_SETTINGS, **(settings or {})}).bytes()
         if not text:
             return []
         return _decode_rows(b"[" + text.rstrip(b"\n").replace(b"\n", b",") + b"]")
@@ -152,31 +152,17 @@ class Client:
                     settings: dict[str, int] | None = None) -> Any:
         """A SELECT's result as a pyarrow Table (columns, not rows: what a columnar reader
         hands on without a Python object per value)."""
-        params = {k: _param_text(v) for k, v in (params or {}).items()}
         if self._http is not None:
-            try:
-                return self._http.query_arrow(sql, parameters=params, settings=settings)
-            except Exception as exc:  # noqa: BLE001
-                raise ClickHouseError(str(exc)) from None
-        extra = "".join(f", {k} = {int(v)}" for k, v in (settings or {}).items())
-        if self._path is None:
-            raise ClickHouseError("the ClickHouse store is closed")
-        try:
-            return self._connection().query(sql + (" SETTINGS " + extra[2:] if extra else ""),
-                                             "ArrowTable", params=params or None)
-        except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
-            raise ClickHouseError(str(exc)) from None
+            return self._on_server(self._http.query_arrow, sql, parameters=_params(params),
+                                   settings=settings)
+        return self._embedded(sql, "ArrowTable", params, settings)
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         """A statement without rows (DDL, DELETE)."""
-        params = {k: _param_text(v) for k, v in (params or {}).items()}
         if self._http is not None:
-            try:
-                self._http.command(sql, parameters=params)
-            except Exception as exc:  # noqa: BLE001
-                raise ClickHouseError(str(exc)) from None
-            return
-        self._embedded(sql, "CSV", params)
+            self._on_server(self._http.command, sql, parameters=_params(params))
+        else:
+            self._embedded(sql, "CSV", params)
 
     def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         """Rows into `table`; returns once ClickHouse has written them."""
@@ -184,15 +170,19 @@ class Client:
         if not rows:
             return
         if self._http is not None:
-            try:
-                self._http.insert(table, rows, column_names=list(columns))
-            except Exception as exc:  # noqa: BLE001
-                raise ClickHouseError(str(exc)) from None
+            self._on_server(self._http.insert, table, rows, column_names=list(columns))
             return
         body = b"\n".join(map(_encode, rows))
         sql = (f"INSERT INTO {table} ({', '.join(columns)}) FORMAT JSONCompactEachRow\n"
                + body.decode("utf-8", "surrogatepass"))
         self._embedded(sql, "CSV", None)
+
+    @staticmethod
+    def _on_server(call: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - any failure of the server or the network
+            raise ClickHouseError(str(exc)) from None
 
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
@@ -207,13 +197,16 @@ class Client:
             self._local.conn = conn
         return conn
 
-    def _embedded(self, sql: str, fmt: str, params: dict[str, str] | None) -> bytes:
+    def _embedded(self, sql: str, fmt: str, params: dict[str, Any] | None,
+                  settings: dict[str, int] | None = None) -> Any:
+        """The statement on this thread's chdb connection; chdb's result object."""
         if self._path is None:
             raise ClickHouseError("the ClickHouse store is closed")
+        if settings:
+            sql += " SETTINGS " + ", ".join(f"{k} = {int(v)}" for k, v in settings.items())
         try:
-            result = self._connection().query(sql, fmt, params=params or None)
+            return self._connection().query(sql, fmt, params=_params(params) or None)
         except ClickHouseError:
             raise
         except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
             raise ClickHouseError(str(exc)) from None
-        return result.bytes()

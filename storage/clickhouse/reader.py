@@ -30,6 +30,10 @@ _LO, _HI = TS_MIN - 1, TS_MAX
 PAGE_ROWS = 20_000
 LIMITED_FIRST_ROWS = 1000
 HOUR_NS = 3600 * 10**9
+# a scan in the table's own order, stream after stream: the ORDER BY and the keyset
+# condition that starts a page after the last row of the one before
+_STREAM_ORDER = ("stream_id, ts, seq",
+                 "(stream_id, ts, seq) > ({asid:UInt64}, {at:Int64}, {aseq:UInt64})")
 # the block window index/stats counts chunks in (storage.block_window's default)
 SEGMENT_NS = 3600 * 10**9
 
@@ -196,24 +200,40 @@ class ClickHouseReader:
         if not stream_ids or start >= end:
             return
         for tenant, ids in self._by_tenant(stream_ids).items():
-            where, params = self._where(tenant, ids)
-            cursor: dict[str, int] = {}
-            while True:
-                sql = (f"SELECT stream_id, ts, seq, line, metadata FROM {self.db}.entries "
-                       f"WHERE {where} AND ts >= {{s:Int64}} AND ts < {{e:Int64}}")
-                if cursor:
-                    sql += (" AND (stream_id, ts, seq) > ({asid:UInt64}, {at:Int64}, "
-                            "{aseq:UInt64})")
-                table = self.client.query_arrow(
-                    sql + f" ORDER BY stream_id, ts, seq LIMIT {PAGE_ROWS}",
-                    {**params, **cursor, "s": start, "e": end})
-                if table.num_rows:
-                    yield from _per_stream(table)
-                    cursor = {"asid": table.column("stream_id")[-1].as_py(),
-                              "at": table.column("ts")[-1].as_py(),
-                              "aseq": table.column("seq")[-1].as_py()}
-                if table.num_rows < PAGE_ROWS:
-                    break
+            for table in self.pages(
+                    "stream_id, ts, seq, line, metadata", self._where(tenant, ids), ("", {}),
+                    *_STREAM_ORDER, lambda t: {"asid": t.column("stream_id")[-1].as_py(),
+                                               "at": t.column("ts")[-1].as_py(),
+                                               "aseq": t.column("seq")[-1].as_py()},
+                    PAGE_ROWS, start, end, arrow=True):
+                yield from _per_stream(table)
+
+    def pages(self, columns: str, where: tuple[str, dict[str, Any]],
+              conditions: tuple[str, dict[str, Any]], order: str, after: str,
+              cursor_of: Any, first: int, lo: int, hi: int, arrow: bool = False
+              ) -> Iterator[Any]:
+        """`columns` of the rows with lo <= ts < hi in `order`, page after page (lists of
+        rows, or Arrow tables): each statement starts after the last row of the one before
+        (`after`, filled by `cursor_of(page)`), so no page is read twice, however deep the
+        scan goes. The first page holds `first` rows, the others PAGE_ROWS."""
+        clause, params = where
+        cond, cparams = conditions
+        fetch = self.client.query_arrow if arrow else self.client.query
+        page, cursor = first, None
+        while True:
+            self.check_deadline()
+            sql = (f"SELECT {columns} FROM {self.db}.entries "
+                   f"WHERE {clause} AND ts >= {{s:Int64}} AND ts < {{e:Int64}}{cond}")
+            if cursor is not None:
+                sql += " AND " + after
+            got = fetch(sql + f" ORDER BY {order} LIMIT {page}",
+                        {**params, **cparams, **(cursor or {}), "s": lo, "e": hi})
+            if len(got):
+                cursor = cursor_of(got)
+                yield got
+            if len(got) < page:
+                return
+            page = PAGE_ROWS
 
     # -- counts ----------------------------------------------------------------------------
     def window_counts(self, stream_ids: Sequence[int], points: list[int],
@@ -297,6 +317,7 @@ class ClickHouseScan:
         self.reader, self.ids, self.start, self.end = reader, ids, start, end
         self.conditions, self.backward, self.limited = conditions, backward, limited
         self.counts = counts
+        self._conditions = conditions_sql(conditions)
         self._walked: tuple[int, int] | None = None  # [lo, hi) the pages covered
 
     def __iter__(self) -> Iterator[list[Row]]:
@@ -310,9 +331,9 @@ class ClickHouseScan:
             self._walked = (self.start, self.end)
             for tenant, ids in r._by_tenant(self.ids).items():
                 yield from self._pages(
-                    r._where(tenant, ids), "stream_id, ts, seq",
-                    "(stream_id, ts, seq) > ({asid:UInt64}, {at:Int64}, {aseq:UInt64})",
-                    lambda row: {"asid": row[1], "at": row[2], "aseq": row[0]}, PAGE_ROWS)
+                    r._where(tenant, ids), *_STREAM_ORDER,
+                    lambda rows: {"asid": rows[-1][1], "at": rows[-1][2],
+                                  "aseq": rows[-1][0]}, PAGE_ROWS)
             return
         order = "DESC" if self.backward else "ASC"
         sign = "<" if self.backward else ">"
@@ -327,7 +348,7 @@ class ClickHouseScan:
                     where, f"ts {order}, seq {order}",
                     f"(ts {sign} {{at:Int64}} OR (ts = {{at:Int64}} AND seq {sign} "
                     "{aseq:UInt64}))",
-                    lambda row: {"at": row[2], "aseq": row[0]}, first, lo, hi):
+                    lambda rows: {"at": rows[-1][2], "aseq": rows[-1][0]}, first, lo, hi):
                 first = PAGE_ROWS
                 last = rows[-1][2]
                 self._walked = (last, self.end) if self.backward else (self.start, last + 1)
@@ -341,7 +362,7 @@ class ClickHouseScan:
         day sorted the whole day to return its first thousand lines. The parts come from a
         count of the rows per hour, which reads the timestamps alone; with line conditions
         that count would read the lines, so the range is one part then."""
-        if not self.limited or conditions_sql(self.conditions)[0]:
+        if not self.limited or self._conditions[0]:
             yield self.start, self.end
             return
         clause, params = where
@@ -373,29 +394,12 @@ class ClickHouseScan:
     def _pages(self, where: tuple[str, dict[str, Any]], order: str, after: str,
                cursor_of: Any, first: int, lo: int | None = None,
                hi: int | None = None) -> Iterator[list[Row]]:
-        """The rows of the scan in `order`, page after page: each statement starts after
-        the last row of the one before (`after`, filled by `cursor_of(row)`), so no page
-        is read twice, however deep the scan goes."""
-        r = self.reader
-        cond, cparams = conditions_sql(self.conditions)
-        clause, params = where
-        page, cursor = first, None
-        while True:
-            r.check_deadline()
-            sql = (f"SELECT seq, stream_id, ts, line, metadata FROM {r.db}.entries "
-                   f"WHERE {clause} AND ts >= {{s:Int64}} AND ts < {{e:Int64}}{cond}")
-            if cursor is not None:
-                sql += " AND " + after
-            rows = r.client.query(sql + f" ORDER BY {order} LIMIT {page}",
-                                  {**params, **cparams, **(cursor or {}),
-                                   "s": self.start if lo is None else lo,
-                                   "e": self.end if hi is None else hi})
-            if rows:
-                cursor = cursor_of(rows[-1])
-                yield [(seq, sid, ts, line, md or None) for seq, sid, ts, line, md in rows]
-            if len(rows) < page:
-                return
-            page = PAGE_ROWS
+        """The scan's rows in `order`, page after page (ClickHouseReader.pages)."""
+        for rows in self.reader.pages(
+                "seq, stream_id, ts, line, metadata", where, self._conditions, order, after,
+                cursor_of, first, self.start if lo is None else lo,
+                self.end if hi is None else hi):
+            yield [(seq, sid, ts, line, md or None) for seq, sid, ts, line, md in rows]
 
     def finish(self) -> None:
         walked, self._walked = self._walked, None

@@ -28,18 +28,10 @@ class ClickHouseRemoval:
                     f"SELECT id, any(tenant), any(labels), min(first_ts), max(last_ts) "
                     f"FROM {self.db}.streams GROUP BY id")}
 
-    def _tenant(self, sid: int) -> str | None:
-        rows = self.client.query(f"SELECT any(tenant) FROM {self.db}.streams "
-                                 "WHERE id = {sid:UInt64}", {"sid": sid})
-        return rows[0][0] if rows and rows[0][0] else None
-
-    def remove(self, sid: int, start: int, end: int,
+    def remove(self, tenant: str, sid: int, start: int, end: int,
                pick: Callable[[str], bool]) -> list[tuple[int, str, int]]:
         """Delete the stream's lines with start <= ts <= end that `pick` takes; (ts, line,
-        UTF-8 bytes) of each."""
-        tenant = self._tenant(sid)
-        if tenant is None:
-            return []
+        UTF-8 bytes) of each. `tenant`: the stream's, as streams() gave it."""
         rows = self.client.query(
             f"SELECT seq, ts, line, bytes FROM {self.db}.entries "
             "WHERE tenant = {t:String} AND stream_id = {sid:UInt64} AND ts >= {s:Int64} "
@@ -53,12 +45,9 @@ class ClickHouseRemoval:
                 {"t": tenant, "sid": sid, "seqs": [r[0] for r in gone[i:i + DELETE_BATCH]]})
         return [(ts, line, size) for _, ts, line, size in gone]
 
-    def expire(self, sid: int, cut: int) -> int:
+    def expire(self, tenant: str, sid: int, cut: int) -> int:
         """Delete the stream's lines older than `cut`; how many went. The stream's range
         starts at the cut afterwards (the label APIs bound a stream by it)."""
-        tenant = self._tenant(sid)
-        if tenant is None:
-            return 0
         params = {"t": tenant, "sid": sid, "cut": cut}
         where = "tenant = {t:String} AND stream_id = {sid:UInt64} AND ts < {cut:Int64}"
         (n,), = self.client.query(f"SELECT count() FROM {self.db}.entries WHERE {where}",
@@ -77,11 +66,8 @@ class ClickHouseRemoval:
                                [(tenant, sid, rows[0][0], cut, rows[0][1])])
         return n
 
-    def drop_if_empty(self, sid: int) -> bool:
+    def drop_if_empty(self, tenant: str, sid: int) -> bool:
         """Remove a stream that holds no line any more, with its postings."""
-        tenant = self._tenant(sid)
-        if tenant is None:
-            return False
         if self.client.query(f"SELECT 1 FROM {self.db}.entries WHERE tenant = {{t:String}} "
                              "AND stream_id = {sid:UInt64} LIMIT 1", {"t": tenant, "sid": sid}):
             return False

@@ -13,7 +13,7 @@ from bisect import bisect_right
 import numpy as np
 import pytest
 
-from tests.storage_matrix import CLICKHOUSE
+from tests.storage_matrix import CLICKHOUSE, clickhouse_store
 
 import logql.engine.range as range_engine
 from logql.engine.functions import sliding_quantiles
@@ -172,8 +172,8 @@ def _blocks(path: str) -> int:
 
 def stored_ids(client) -> dict[str | None, int]:
     """Stream id by host label."""
-    store = client.app.state.services.querier.store
-    if hasattr(store, "rows"):  # ClickHouse
+    store = clickhouse_store(client.app)
+    if store is not None:
         rows = store.client.query(f"SELECT id, any(labels) FROM {store.db}.streams GROUP BY id")
     else:
         conn = sqlite3.connect(client.app.state.services.db.path)
