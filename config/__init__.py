@@ -230,12 +230,23 @@ class ClickHouseConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     cluster: str = ""   # ON CLUSTER name for the DDL; empty for one server
 
 
+class SharedConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`storage.shared`: where the state several nodes share lives (rule groups and alerts,
+    delete requests, patterns, Grafana's objects, the leases of once-per-cluster work;
+    docs/scale-out.md). Empty `url`: the data directory's SQLite file. `url` is
+    `postgresql://user@host:port/database`; the password is read from the environment
+    variable named by `password_env`."""
+    url: str = ""
+    password_env: str = "LOGSTORE_SHARED_PASSWORD"
+
+
 class StorageConfig(msgspec.Struct, kw_only=True):
     """logstore's own: where log data lives and how SQLite is driven."""
     # sqlite: everything in the data directory's one file; clickhouse: log data (streams,
     # entries, rollups) in ClickHouse, the rest still in the data directory
     backend: str = "sqlite"
     clickhouse: ClickHouseConfig = msgspec.field(default_factory=ClickHouseConfig)
+    shared: SharedConfig = msgspec.field(default_factory=SharedConfig)
     # FULL fsyncs every group commit: an acknowledged push survives power loss, not only
     # a process crash. Group commit amortises the fsync over every request in the batch.
     synchronous: str = "full"
@@ -562,6 +573,14 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def _validate_backend(st: StorageConfig) -> None:
     if st.backend not in ("sqlite", "clickhouse"):
         raise ConfigError(f"storage.backend must be sqlite or clickhouse, not {st.backend!r}")
+    if st.shared.url:
+        if not st.shared.url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError("storage.shared.url must be postgresql://user@host:port/database, "
+                              f"not {st.shared.url!r}")
+        if st.backend != "clickhouse":
+            # the nodes sharing this state must also share their log data
+            raise ConfigError("storage.shared.url needs storage.backend: clickhouse: nodes "
+                              "that share their state must share their log data too")
     if st.backend != "clickhouse":
         return
     ch = st.clickhouse

@@ -319,3 +319,19 @@ def loghub_file(system: str, suffix: str = ".log") -> Path:
 
 def loghub_lines(system: str) -> list[str]:
     return loghub_file(system).read_text(encoding="utf-8", errors="replace").splitlines()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL for this test process (tests/postgres.py)."""
+    from tests.postgres import start_server
+
+    server = start_server()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh, empty database on the real PostgreSQL."""
+    return postgres_server.fresh_database()

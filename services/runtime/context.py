@@ -28,6 +28,7 @@ from services.upkeep.sealer import Sealer
 from services.upkeep.shutdown import ShutdownControl
 from services.read.tail import TailHub
 from storage.db import Database
+from storage.shared import Leases, SharedState
 from storage.streams import TenantSet
 
 
@@ -61,6 +62,8 @@ class Services:
     shutdown: ShutdownControl
     otlp_mappers: TenantMappers
     grafana: GrafanaService
+    shared: SharedState            # db, or PostgreSQL with storage.shared.url
+    leases: Leases                 # who does once-per-cluster work (storage/shared/leases.py)
     # started in this order once the database is open, stopped in this order before it
     # closes (app.py's lifespan)
     lifecycle: list[Lifecycle]

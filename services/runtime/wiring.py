@@ -9,7 +9,7 @@ is patched in afterwards. app.py calls this once and runs `Services.lifecycle`.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from config import Config, LimitsConfig, StorageConfig
 from services.upkeep import compactor as compactor_module
@@ -41,6 +41,7 @@ from services.upkeep.sealer import Sealer
 from services.upkeep.shutdown import ShutdownControl
 from services.read.tail import TailHub
 from storage.db import Database
+from storage.shared.leases import LocalLeases, SharedLeases
 
 if TYPE_CHECKING:
     from storage.clickhouse.store import ClickHouseLogs
@@ -68,6 +69,15 @@ def clickhouse_logs(st: StorageConfig) -> "ClickHouseLogs":
                                  os.environ.get(ch.password_env, ""), ch.cluster))
 
 
+def shared_state(st: StorageConfig) -> Any:
+    """Where the state several nodes share lives: PostgreSQL with storage.shared.url, else
+    None (the data directory's SQLite file)."""
+    if not st.shared.url:
+        return None
+    from storage.shared.postgres import PostgresState  # only a cluster needs psycopg
+    return PostgresState(st.shared.url, os.environ.get(st.shared.password_env, ""))
+
+
 def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[str, str],
                    loki_build_labels: dict[str, str]) -> Services:
     """`limits_config` is handed over by app.py, the one reader of the global limits; every
@@ -75,6 +85,12 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     st = cfg.storage
     db = Database(cfg.data_dir, synchronous=st.synchronous,
                   read_connections=st.read_connections)
+
+    # rule groups, alerts, delete requests, patterns and Grafana's objects: in PostgreSQL
+    # when nodes share them, and once-per-cluster work then runs where a lease says
+    remote_state = shared_state(st)
+    shared = remote_state or db
+    leases = SharedLeases(remote_state) if remote_state else LocalLeases()
 
     limits = Overrides(limits_config, cfg.runtime_config.file, cfg.runtime_config.period)
     ingest_limits = IngestLimits(limits.of)
@@ -93,13 +109,13 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     pattern_cfg = cfg.pattern_ingester
     # with query workers, the miner's templates and work live in one of them
     miners = WorkerMiners(query_pool.pattern_job) if query_pool else \
-        LocalMiners(db, logs.new_entries) if logs else None
-    patterns = Patterns(db, pattern_cfg.enabled, pattern_cfg.retain_for, miners,
+        LocalMiners(shared, logs.new_entries) if logs else None
+    patterns = Patterns(shared, pattern_cfg.enabled, pattern_cfg.retain_for, miners,
                         **({"newest": logs.newest_seq} if logs else {}))
     mining = patterns.enabled
     retention = RetentionPolicy(cfg.compactor.retention_enabled, limits)
     # the miner's counts follow lines a delete request removed from disk
-    deletions = Deletions(db, cfg, limits,
+    deletions = Deletions(db, cfg, limits, requests=shared,
                           removed_listeners=[patterns.forget_lines] if mining else [])
     querier = Querier(
         db, limits, max_concurrent=cfg.querier.max_concurrent,
@@ -117,10 +133,10 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     compactor = Compactor(db, retention, interval_ns=cfg.compactor.compaction_interval,
                           delay_ns=cfg.compactor.retention_delete_delay, deletions=deletions,
                           removal=logs.removal if logs else None)
-    ruler = Ruler(db, querier, cfg)
+    ruler = Ruler(shared, querier, cfg)
     states = ServiceRegistry(list(MODULE_NAMES))
     shutdown = ShutdownControl(cfg.data_dir, states, sealer, ingester)
-    grafana = GrafanaService(db, cfg.grafana)
+    grafana = GrafanaService(shared, cfg.grafana)
 
     for collector in (gate_collector(querier.gate, querier),
                       inflight_module.collector(inflight_bytes),
@@ -137,6 +153,7 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
         # first to stop: a prepared shutdown seals the head while the sealer still runs
         Lifecycle(stop=shutdown.on_stop),
         *([Lifecycle(start=logs.start)] if logs else []),
+        *([Lifecycle(start=remote_state.start)] if remote_state else []),
         Lifecycle(start=grafana.start),
         Lifecycle(sealer.start, sealer.stop),
         Lifecycle(limits.start, limits.stop),
@@ -148,6 +165,8 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
         *([Lifecycle(stop=query_pool.stop)] if query_pool else []),
         # last to stop: everything above may still read or write log data
         *([Lifecycle(stop=logs.stop)] if logs else []),
+        *([Lifecycle(stop=leases.release_all),
+           Lifecycle(stop=remote_state.stop)] if remote_state else []),
     ]
     return Services(
         config=cfg, db=db, states=states, metrics=metrics, limits=limits,
@@ -155,4 +174,5 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
         querier=querier, sealer=sealer, tail_hub=tail_hub, retention=retention,
         deletions=deletions, compactor=compactor, ruler=ruler, patterns=patterns,
         shutdown=shutdown, otlp_mappers=TenantMappers(limits), grafana=grafana,
+        shared=shared, leases=leases,
         lifecycle=lifecycle)

@@ -111,8 +111,11 @@ def parse_delete_query(text: str) -> A.LogQuery:
 class Deletions:
     def __init__(self, db: Any, cfg: Any, limits: Limits,
                  clock: Callable[[], int] = time.time_ns,
-                 removed_listeners: Sequence[Callable[[int, list[tuple[int, str]]], Any]] = ()):
-        self.db = db
+                 removed_listeners: Sequence[Callable[[int, list[tuple[int, str]]], Any]] = (),
+                 requests: Any = None):
+        self.db = db  # the log data SQLite removes lines from
+        # the requests themselves: shared by every node of a cluster (storage/shared)
+        self.requests = requests or db
         self.limits = limits
         self.enabled = cfg.compactor.retention_enabled
         self.cancel_period = cfg.compactor.delete_request_cancel_period
@@ -148,7 +151,7 @@ class Deletions:
         return bool(self._filters)
 
     async def reload(self) -> None:
-        rows = await self.db.read(deletes.pieces)
+        rows = await self.requests.read(deletes.pieces)
         grouped: dict[tuple[str, str], list[Piece]] = {}
         for r in rows:
             grouped.setdefault((r[0], r[1]), []).append(Piece(*r[:7], bool(r[7])))
@@ -190,8 +193,8 @@ class Deletions:
                 pieces.append((t, min(t + interval, end)))
                 t += interval
         request_id = secrets.token_hex(4)
-        await self.db.write(lambda conn: deletes.add(conn, tenant, request_id, text, pieces,
-                                                     round(now / 1e9, 3)))
+        await self.requests.write(lambda conn: deletes.add(
+            conn, tenant, request_id, text, pieces, round(now / 1e9, 3)))
         await self.reload()
         return request_id
 
@@ -218,7 +221,7 @@ class Deletions:
                 raise _bad("both start and end must be set or unset")
             lo = parse_time(params["start"], "start")
             hi = parse_time(params["end"], "end")
-        rows = await self.db.read(deletes.pieces, tenant)
+        rows = await self.requests.read(deletes.pieces, tenant)
         grouped: dict[str, list[Piece]] = {}
         for r in rows:
             grouped.setdefault(r[1], []).append(Piece(*r[:7], bool(r[7])))
@@ -240,7 +243,8 @@ class Deletions:
         if not request_id:
             raise _bad("request_id not set")
         force = (params.get("force") or "").lower() == "true"
-        rows = [r for r in await self.db.read(deletes.pieces, tenant) if r[1] == request_id]
+        rows = [r for r in await self.requests.read(deletes.pieces, tenant)
+                if r[1] == request_id]
         if not rows:
             raise PlainError(404, "could not find delete request with given id", newline=True)
         done = sum(1 for r in rows if r[7])
@@ -252,14 +256,14 @@ class Deletions:
             raise _bad("Cancellation of partially completed delete request or delete request "
                        f"past the deadline of {go_duration_str(self.cancel_period)} since its "
                        "creation is not allowed. To force, use the ?force query parameter")
-        await self.db.write(lambda conn: deletes.cancel(conn, tenant, request_id))
+        await self.requests.write(lambda conn: deletes.cancel(conn, tenant, request_id))
         await self.reload()
 
     async def generation(self, tenant: str) -> int:
-        return await self.db.read(deletes.generation, tenant)
+        return await self.requests.read(deletes.generation, tenant)
 
     async def increase_generation(self, tenant: str) -> None:
-        await self.db.write(lambda conn: deletes.bump_generation(conn, tenant))
+        await self.requests.write(lambda conn: deletes.bump_generation(conn, tenant))
 
     # -- physical removal (the compactor) -------------------------------------------------------
     async def process_due(self, streams: dict[int, tuple[str, dict[str, str], int, int]],
@@ -271,7 +275,7 @@ class Deletions:
             return 0
         now_s = self.clock() / 1e9
         removed = 0
-        for r in await self.db.read(deletes.pieces):
+        for r in await self.requests.read(deletes.pieces):
             p = Piece(*r[:7], bool(r[7]))
             if p.processed or now_s - p.created_at < self.cancel_period / 1e9 \
                     or self.mode_of(p.tenant) != "filter-and-delete":
@@ -289,7 +293,7 @@ class Deletions:
                     if n:
                         self.touched.add(sid)
                     removed += n
-            await self.db.write(lambda conn, p=p: deletes.mark_processed(
+            await self.requests.write(lambda conn, p=p: deletes.mark_processed(
                 conn, p.tenant, p.request_id, p.seq))
             self.pieces_processed += 1
         if removed or self.pieces_processed:

@@ -21,8 +21,8 @@ def _rows(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
 
 
 def ensure_org(conn: sqlite3.Connection, org_id: int, name: str, now: str) -> None:
-    conn.execute("INSERT OR IGNORE INTO gf_org (id, name, created, updated) VALUES (?, ?, ?, ?)",
-                 (org_id, name, now, now))
+    conn.execute("INSERT INTO gf_org (id, name, created, updated) VALUES (?, ?, ?, ?) "
+                 "ON CONFLICT DO NOTHING", (org_id, name, now, now))
 
 
 def count_users(conn: sqlite3.Connection) -> int:
@@ -51,10 +51,10 @@ def insert_user(conn: sqlite3.Connection, *, uid: str, login: str, email: str, n
     cur = conn.execute(
         "INSERT INTO gf_user (uid, login, email, name, password_hash, is_admin, "
         "is_service_account, is_disabled, org_id, created, updated) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (uid, login, email, name, password_hash, int(is_admin), int(is_service_account),
          int(is_disabled), org_id, now, now))
-    user_id = cur.lastrowid
+    user_id = cur.fetchone()[0]
     conn.execute("INSERT INTO gf_org_user (org_id, user_id, role, created, updated) "
                  "VALUES (?, ?, ?, ?, ?)", (org_id, user_id, role, now, now))
     return user_id
@@ -94,8 +94,9 @@ def org_users(conn: sqlite3.Connection, org_id: int) -> list[dict[str, Any]]:
 
 def add_org_user(conn: sqlite3.Connection, org_id: int, user_id: int, role: str,
                  now: str) -> bool:
-    cur = conn.execute("INSERT OR IGNORE INTO gf_org_user (org_id, user_id, role, created, "
-                       "updated) VALUES (?, ?, ?, ?, ?)", (org_id, user_id, role, now, now))
+    cur = conn.execute("INSERT INTO gf_org_user (org_id, user_id, role, created, updated) "
+                       "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                       (org_id, user_id, role, now, now))
     return cur.rowcount == 1
 
 
@@ -109,8 +110,8 @@ def set_org_role(conn: sqlite3.Connection, org_id: int, user_id: int, role: str,
 def insert_team(conn: sqlite3.Connection, org_id: int, uid: str, name: str, email: str,
                 now: str) -> int:
     return conn.execute("INSERT INTO gf_team (uid, org_id, name, email, created, updated) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (uid, org_id, name, email, now, now)).lastrowid
+                        "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                        (uid, org_id, name, email, now, now)).fetchone()[0]
 
 
 def team_by_id(conn: sqlite3.Connection, org_id: int, team_id: int) -> dict[str, Any] | None:
@@ -138,8 +139,8 @@ def search_teams(conn: sqlite3.Connection, org_id: int, query: str, limit: int,
 
 
 def add_team_member(conn: sqlite3.Connection, team_id: int, user_id: int) -> bool:
-    return conn.execute("INSERT OR IGNORE INTO gf_team_member (team_id, user_id) VALUES (?, ?)",
-                        (team_id, user_id)).rowcount == 1
+    return conn.execute("INSERT INTO gf_team_member (team_id, user_id) VALUES (?, ?) "
+                        "ON CONFLICT DO NOTHING", (team_id, user_id)).rowcount == 1
 
 
 def remove_team_member(conn: sqlite3.Connection, team_id: int, user_id: int) -> int:
@@ -194,8 +195,8 @@ def delete_principal(conn: sqlite3.Connection, user_id: int) -> None:
 def insert_token(conn: sqlite3.Connection, org_id: int, sa_id: int, name: str, digest: str,
                  now: str, expires: int | None) -> int:
     return conn.execute("INSERT INTO gf_token (org_id, service_account_id, name, hash, created, "
-                        "expires) VALUES (?, ?, ?, ?, ?, ?)",
-                        (org_id, sa_id, name, digest, now, expires)).lastrowid
+                        "expires) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                        (org_id, sa_id, name, digest, now, expires)).fetchone()[0]
 
 
 def token_name_taken(conn: sqlite3.Connection, sa_id: int, name: str) -> bool:

@@ -219,9 +219,10 @@ def insert_object(conn: sqlite3.Connection, *, org_id: int, uid: str, title: str
                   now: str, user_id: int) -> int:
     return conn.execute(
         "INSERT INTO gf_dashboard (org_id, uid, title, slug, is_folder, parent_id, data, version, "
-        "created, updated, created_by, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "created, updated, created_by, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "RETURNING id",
         (org_id, uid, title, slug, int(is_folder), parent_id, json.dumps(data), version, now, now,
-         user_id, user_id)).lastrowid
+         user_id, user_id)).fetchone()[0]
 
 
 def update_object(conn: sqlite3.Connection, obj_id: int, *, uid: str, title: str, slug: str,
@@ -240,8 +241,8 @@ def set_parent(conn: sqlite3.Connection, obj_id: int, parent_id: int | None, now
 
 def set_tags(conn: sqlite3.Connection, dash_id: int, tags: Iterable[str]) -> None:
     conn.execute("DELETE FROM gf_dashboard_tag WHERE dashboard_id = ?", (dash_id,))
-    conn.executemany("INSERT OR IGNORE INTO gf_dashboard_tag (dashboard_id, term) VALUES (?, ?)",
-                     [(dash_id, t) for t in tags])
+    conn.executemany("INSERT INTO gf_dashboard_tag (dashboard_id, term) VALUES (?, ?) "
+                     "ON CONFLICT DO NOTHING", [(dash_id, t) for t in tags])
 
 
 def delete_objects(conn: sqlite3.Connection, ids: list[int]) -> None:
@@ -274,8 +275,8 @@ def root_children(conn: sqlite3.Connection, org_id: int, parent_id: int | None,
 
 # -- stars ----------------------------------------------------------------------------------
 def star(conn: sqlite3.Connection, user_id: int, dash_id: int) -> None:
-    conn.execute("INSERT OR IGNORE INTO gf_star (user_id, dashboard_id) VALUES (?, ?)",
-                 (user_id, dash_id))
+    conn.execute("INSERT INTO gf_star (user_id, dashboard_id) VALUES (?, ?) "
+                 "ON CONFLICT DO NOTHING", (user_id, dash_id))
 
 
 def unstar(conn: sqlite3.Connection, user_id: int, dash_id: int) -> None:
