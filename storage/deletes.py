@@ -69,7 +69,8 @@ def generation(conn: sqlite3.Connection, tenant: str) -> int:
 
 def bump_generation(conn: sqlite3.Connection, tenant: str) -> None:
     conn.execute("INSERT INTO cache_generation (tenant, generation) VALUES (?, 1) "
-                 "ON CONFLICT (tenant) DO UPDATE SET generation = generation + 1", (tenant,))
+                 "ON CONFLICT (tenant) DO UPDATE "
+                 "SET generation = cache_generation.generation + 1", (tenant,))
 
 
 # -- physical deletion -----------------------------------------------------------------------

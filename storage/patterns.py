@@ -42,7 +42,8 @@ def save(conn: sqlite3.Connection, changed: Iterable[ClusterRow],
          for s, c, t, line, sp, g, lv, p in changed])
     conn.executemany(
         "INSERT INTO pattern_samples (stream_id, cluster_id, bucket, count) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (stream_id, cluster_id, bucket) DO UPDATE SET count = count + excluded.count",
+        "ON CONFLICT (stream_id, cluster_id, bucket) "
+        "DO UPDATE SET count = pattern_samples.count + excluded.count",
         [(s, c, b, n) for (s, c, b), n in counts.items()])
     conn.execute("INSERT INTO pattern_state (id, mined_id) VALUES (1, ?) "
                  "ON CONFLICT (id) DO UPDATE SET mined_id = excluded.mined_id", (up_to_id,))
