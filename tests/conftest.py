@@ -103,9 +103,14 @@ NEEDS = {
 
 
 def missing_needs() -> list[str]:
+    import glob
     import shutil
 
     out = [f"{exe} (not on PATH: {how})" for exe, how in NEEDS.items() if not shutil.which(exe)]
+    # the shared state of the clickhouse state and of several nodes (tests/postgres.py); the
+    # Debian package keeps its binaries off PATH
+    if not shutil.which("pg_ctl") and not glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"):
+        out.append("PostgreSQL (pg_ctl not found: apt-get install -y postgresql)")
     if not LOGHUB.is_dir():
         out.append(f"the loghub corpus ({LOGHUB}: ../shared beside the checkout)")
     return out

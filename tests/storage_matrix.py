@@ -8,7 +8,9 @@ fixture-side mechanism that puts it there.
             head: the usual state of a running server, and the one where a reader must merge
             blocks with the head
     clickhouse  `storage.backend: clickhouse` on the embedded engine (chdb): every line in
-            ClickHouse, the SQLite file's head and blocks empty
+            ClickHouse, the SQLite file's head and blocks empty; and the shared state
+            (delete requests, patterns, rules, Grafana's objects) in a real PostgreSQL, as
+            nodes of a cluster keep it (`storage.shared.url`), where PostgreSQL is installed
 
 Only the settler seals (the background sealer is disabled in every state), so the state a
 test reads is exactly the promised one, and the settler asserts it (blocks non-empty, head
@@ -35,6 +37,8 @@ STATES = ("head", "sealed", "split")
 CLICKHOUSE = "clickhouse"
 BLOCK_ROWS = 50
 _embedded_dir: str | None = None
+_postgres: Any = None
+TEMPLATE = "logstore_template"
 
 
 def _embedded() -> str:
@@ -48,6 +52,33 @@ def _embedded() -> str:
     return _embedded_dir
 
 
+def _shared_database(name: str) -> str | None:
+    """The URL of the PostgreSQL database `name` for the shared state, created on first use
+    from a migrated template (a tenth of a second, against a migration's); None without
+    PostgreSQL outside CI (tests/conftest.py makes CI fail without it)."""
+    global _postgres
+    import psycopg
+
+    from storage.shared.postgres import PostgresState
+    from tests import postgres
+
+    if _postgres is None:
+        if postgres.binaries() is None:
+            return None
+        _postgres = postgres.start_server()
+        atexit.register(_postgres.close)
+        with psycopg.connect(_postgres.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {TEMPLATE}")
+        state = PostgresState(_postgres.url(TEMPLATE))
+        state.open()
+        state.close()
+    with psycopg.connect(_postgres.url(), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() \
+                is None:
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    return _postgres.url(name)
+
+
 def storage_config(state: str | None, data_dir: Path | None = None,
                    own_process: bool = False) -> dict[str, Any]:
     """The `storage` settings a state runs with (none outside the matrix). The clickhouse
@@ -59,8 +90,10 @@ def storage_config(state: str | None, data_dir: Path | None = None,
         assert data_dir is not None
         name = "t_" + hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
         where = f"{Path(data_dir).resolve()}-chdb" if own_process else _embedded()
-        return {"backend": "clickhouse",
-                "clickhouse": {"url": f"chdb://{where}", "database": name}}
+        cfg = {"backend": "clickhouse",
+               "clickhouse": {"url": f"chdb://{where}", "database": name}}
+        shared = _shared_database(name)
+        return {**cfg, "shared": {"url": shared}} if shared else cfg
     cfg: dict[str, Any] = {"sealing_enabled": False}
     if state != "head":
         cfg.update({"block_window": "1m", "block_max_rows": BLOCK_ROWS})
@@ -154,9 +187,11 @@ class Settler:
 
     def __init__(self, state: str | None, db_path: Callable[[], str | Path],
                  flush: Callable[[], None], gate: Callable[[], int | None] = lambda: None,
-                 elsewhere: Callable[[], int | None] = lambda: None):
+                 elsewhere: Callable[[], int | None] = lambda: None,
+                 shared: Callable[[], str] = lambda: "Database"):
         self.state = state
         self.elsewhere = elsewhere
+        self.shared = shared  # the class keeping the shared state
         self.db_path = db_path
         self.flush = flush
         self.gate = gate
@@ -171,6 +206,9 @@ class Settler:
         head, sealed = counts(path)
         if self.state == CLICKHOUSE:
             check_state(self.state, head, sealed, self.elsewhere())
+            if _postgres is not None and self.shared() != "PostgresState":
+                raise StateError(f"storage state {self.state!r} promised the shared state in "
+                                 f"PostgreSQL, found it in {self.shared()}")
             self.settled += 1
             return
         if head + sealed == 0:
@@ -230,5 +268,5 @@ def open_client(app: Any, state: str | None) -> MatrixClient:
         return None if store is None else store.rows()
 
     client.settler = Settler(state, lambda: app.state.services.db.path, flush, gate,
-                             elsewhere)
+                             elsewhere, lambda: type(app.state.services.shared).__name__)
     return client
