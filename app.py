@@ -61,6 +61,7 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from litestar import Litestar
     from litestar.di import Provide
 
+    from logql.errors import StoreUnavailable
     from routes.loki import admin
     from routes.errors import EXCEPTION_HANDLERS
     from routes.paths import with_loki_paths
@@ -93,9 +94,16 @@ def create_app(cfg: Config | None = None) -> Litestar:
             raise
         if applied:
             log.info("applied migrations: %s", ", ".join(applied))
-        for hooks in services.lifecycle:
-            if hooks.start is not None:
-                await hooks.start()
+        try:
+            for hooks in services.lifecycle:
+                if hooks.start is not None:
+                    await hooks.start()
+        except StoreUnavailable as exc:
+            # a node without its shared state would serve other nodes' rules and dashboards
+            # as missing: it does not start (its service manager starts it again)
+            log.error("logstore cannot start: %s", exc)
+            states["store"].set(State.FAILED, str(exc))
+            raise
         states.set_all(State.RUNNING)
         log.info("logstore is ready", extra=_about(cfg))
         try:

@@ -391,6 +391,10 @@ class Database:
     def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
         return self._readers.submit(self._read_call, fn, args).result()
 
+    async def probe(self) -> str | None:
+        """Shared state kept here is a file of this host: nothing to reach (/ready)."""
+        return None
+
     def size_bytes(self) -> int:
         total = 0
         for suffix in ("", "-wal", "-shm"):

@@ -36,6 +36,12 @@ async def ready(ctx: Ctx) -> Response:
                             status_code=503, media_type=PLAIN)
         return Response("Some services are not Running:\n" + lines, status_code=503,
                         media_type=PLAIN)
+    # what lives outside this host is asked, so a store lost while running is seen here
+    for probe in (ctx.querier.store.probe, ctx.shared.probe):
+        problem = await probe()
+        if problem:
+            return Response(f"Ingester not ready: {problem}\n", status_code=503,
+                            media_type=PLAIN)
     return Response("ready\n", status_code=200, media_type=PLAIN)
 
 

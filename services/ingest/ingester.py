@@ -22,6 +22,7 @@ from config import LimitsConfig
 from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_label_set
 from services.ingest.levels import LevelDetector, normalise_level
 from services.runtime.limits import Limits
+from storage.clickhouse.client import UNREACHABLE
 from storage.db import Database
 from logql.errors import StoreUnavailable
 from storage.entries import AppendResult, PreparedStream, append
@@ -169,7 +170,7 @@ class Ingester:
     def writer_problem(self) -> str:
         """Why writer_alive is False, as /ready says it."""
         if self.appender is not None:
-            return "the log store (ClickHouse) cannot be reached"
+            return UNREACHABLE
         return "the writer is not running"
 
     @property

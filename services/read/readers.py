@@ -44,6 +44,10 @@ class LogStore(Protocol):
     def series_json(self, inner: Any, tenant: Scope, groups: Sequence[Sequence[Matcher]],
                     start: int, end: int) -> list[str]: ...
 
+    async def probe(self) -> str | None:
+        """Why the store cannot serve now (/ready), None when it can."""
+        ...
+
 
 class SqliteLogs:
     """The data directory's SQLite file: a reader connection of the pool per read."""
@@ -56,6 +60,9 @@ class SqliteLogs:
 
     def reader(self, conn: Any, deadline: float | None) -> LogReader:
         return LogReader(conn, deadline)
+
+    async def probe(self) -> str | None:
+        return None  # a file of this host: its writer's state is the ingester's to report
 
     def label_names(self, inner: LogReader, tenant: Scope, start: int, end: int,
                     matchers: Sequence[Matcher] | None) -> list[str]:

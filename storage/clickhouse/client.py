@@ -19,6 +19,9 @@ import msgspec
 
 from logql.errors import StoreUnavailable
 
+# what /ready says while the server cannot be reached
+UNREACHABLE = "the log store (ClickHouse) cannot be reached"
+
 _decode_rows = msgspec.json.Decoder(list[list[Any]]).decode
 _encode = msgspec.json.Encoder().encode
 

@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any, Callable, Mapping, MutableMapping, Sequence, TypeVar
 
 from logql.reading import utf8_len
-from storage.clickhouse.client import Client, ClickHouseError, Target
+from storage.clickhouse.client import UNREACHABLE, Client, ClickHouseError, Target
 from storage.clickhouse.index import StreamIndex, stream_id
 from storage.clickhouse.reader import ClickHouseReader
 from storage.clickhouse.removal import ClickHouseRemoval
@@ -300,6 +300,17 @@ class ClickHouseLogs:
         """Lines stored per tenant."""
         return dict(self.client.query(
             f"SELECT tenant, count() FROM {self.db}.entries GROUP BY tenant"))
+
+    async def probe(self) -> str | None:
+        """Asks the server (/ready): a ClickHouse lost while running is seen here, not only
+        by the next push or read."""
+        if not self.available:
+            return UNREACHABLE
+        try:
+            await asyncio.to_thread(self.client.query, "SELECT 1")
+        except ClickHouseError:
+            return UNREACHABLE
+        return None
 
     def rows(self) -> int:
         """Lines stored (merges not yet run may still hold a repeat twice)."""

@@ -21,6 +21,10 @@ class SharedState(Protocol):
 
     def write_sync(self, fn: Callable[[Any], T]) -> T: ...
 
+    async def probe(self) -> str | None:
+        """Why the shared state cannot be used now (/ready says so), None when it can."""
+        ...
+
 
 class Leases(Protocol):
     node: str

@@ -209,6 +209,13 @@ class PostgresState:
     def read_sync(self, fn: Callable[..., T], *args: Any) -> T:
         return self._pool.submit(self._run, fn, args, False).result()
 
+    async def probe(self) -> str | None:
+        try:
+            await self.read(lambda conn: conn.execute("SELECT 1").fetchone())
+        except StoreUnavailable as exc:
+            return str(exc)
+        return None
+
     # -- lifetime --------------------------------------------------------------------------
     def open(self) -> list[str]:
         """Bring the schema up to date; the names of the migrations applied. Raises

@@ -1,0 +1,101 @@
+"""`storage.shared.url` as a user runs it: the config that starts it and the errors for bad
+ones, and a PostgreSQL lost while running (/ready says so, pushes still land in ClickHouse,
+what needs the shared state answers 503, all of it recovers when PostgreSQL is back).
+
+Two nodes sharing it are in tests/shared; the Grafana API on it in tests/grafana; the read
+suites keep their shared state in it in the storage matrix's clickhouse state."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import yaml
+
+import config as config_module
+from tests.conftest import LogstoreServer
+from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+from tests.postgres import start_server
+
+NS = 10**9
+RULES = "/logstore/api/v1/rules"
+
+
+@pytest.mark.parametrize("storage, error", [
+    ({"shared": {"url": "postgresql://u@h/db"}},
+     "storage.shared.url needs storage.backend: clickhouse"),
+    ({"backend": "clickhouse", "clickhouse": {"url": "chdb:///x"},
+      "shared": {"url": "mysql://u@h/db"}},
+     "storage.shared.url must be postgresql://user@host:port/database, not 'mysql://u@h/db'"),
+    ({"backend": "clickhouse", "clickhouse": {"url": "chdb:///x"},
+      "shared": {"url": "postgresql://u@h/db", "pasword_env": "X"}},
+     "pasword_env"),
+])
+def test_bad_shared_settings_are_refused_naming_the_key(storage, error):
+    with pytest.raises(config_module.ConfigError) as caught:
+        config_module.config_from_dict({"storage": storage})
+    assert error in str(caught.value)
+
+
+def _config(tmp_path, url: str) -> dict:
+    return {"storage": {"backend": "clickhouse",
+                        "clickhouse": {"url": f"chdb://{tmp_path / 'ch'}"},
+                        "shared": {"url": url}}}
+
+
+def _rule_group(name: str) -> str:
+    return yaml.safe_dump({"name": name, "rules": [
+        {"record": "x:count", "expr": 'sum(count_over_time({app="a"}[1m]))'}]})
+
+
+def test_a_lost_postgresql_is_seen_by_ready_and_pushes_still_land(tmp_path):
+    pg = start_server()  # its own: this test stops it
+    node = None
+    try:
+        url = pg.fresh_database()
+        node = LogstoreServer(tmp_path / "data", _config(tmp_path, url)).start()
+        assert httpx.get(node.url + "/ready").status_code == 200
+        r = httpx.post(node.url + RULES + "/ns", content=_rule_group("before"),
+                       headers={"Content-Type": "application/yaml"})
+        assert r.status_code == 202, r.text
+
+        pg.stop()
+        r = httpx.get(node.url + "/ready")
+        assert r.status_code == 503
+        assert r.text.startswith(
+            "Ingester not ready: the shared state (PostgreSQL) cannot be reached"), r.text
+        # the log data is elsewhere: a push is still acknowledged and readable
+        t = now_ns() - 5 * NS
+        r = httpx.post(node.url + PUSH, content=push_body({"app": "a"}, [[str(t), "kept"]]),
+                       headers=JSON_HEADERS)
+        assert r.status_code == 204, r.text
+        # what lives in the shared state answers 503, and stores nothing
+        r = httpx.get(node.url + RULES)
+        assert r.status_code == 503, r.text
+        assert "the shared state (PostgreSQL) cannot be reached" in r.text
+        r = httpx.post(node.url + RULES + "/ns", content=_rule_group("during"),
+                       headers={"Content-Type": "application/yaml"})
+        assert r.status_code == 503, r.text
+
+        pg.start()
+        assert httpx.get(node.url + "/ready").status_code == 200
+        r = httpx.get(node.url + RULES + "/ns", headers={"Accept": "application/yaml"})
+        assert r.status_code == 200, r.text
+        assert [g["name"] for g in yaml.safe_load(r.text)["ns"]] == ["before"]
+        r = httpx.get(node.url + "/logstore/api/v1/query_range", params={
+            "query": '{app="a"}', "start": str(t - NS), "end": str(t + NS)})
+        assert r.status_code == 200, r.text
+        assert [v[1] for s in r.json()["data"]["result"] for v in s["values"]] == ["kept"]
+    finally:
+        if node is not None:
+            node.stop()
+        pg.close()
+
+
+def test_a_node_without_its_shared_state_does_not_start(tmp_path):
+    from tests.conftest import free_port
+
+    node = LogstoreServer(tmp_path / "data", _config(
+        tmp_path, f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"))
+    with pytest.raises(RuntimeError, match="server exited") as caught:
+        node.start(timeout=60)
+    assert "the shared state (PostgreSQL) cannot be reached" in str(caught.value)
