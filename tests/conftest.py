@@ -25,8 +25,21 @@ import config as config_module  # noqa: E402
 from app import create_app  # noqa: E402
 
 
+from tests import storage_matrix  # noqa: E402
 from tests.storage_matrix import (CLICKHOUSE, STATES, Settler, clickhouse_store,  # noqa: E402
                                   open_client, storage_config)  # noqa: E402
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--clickhouse-url", default="",
+        help="run the storage matrix's clickhouse state against this ClickHouse server "
+             "(http(s)://host:8123) instead of the embedded engine; each test's data gets a "
+             "database of its own there (t_<hash>), left for inspection")
+
+
+def pytest_configure(config) -> None:
+    storage_matrix.SERVER_URL = config.getoption("--clickhouse-url")
 
 # The storage matrix (tests/storage_matrix.py): every test under these paths that uses a
 # client or server fixture (or the `storage_state` fixture itself) runs once per state listed,

@@ -38,6 +38,8 @@ CLICKHOUSE = "clickhouse"
 BLOCK_ROWS = 50
 _embedded_dir: str | None = None
 _postgres: Any = None
+# a ClickHouse server for the clickhouse state (pytest --clickhouse-url); empty: chdb
+SERVER_URL = ""
 TEMPLATE = "logstore_template"
 
 
@@ -89,9 +91,12 @@ def storage_config(state: str | None, data_dir: Path | None = None,
     if state == CLICKHOUSE:
         assert data_dir is not None
         name = "t_" + hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
-        where = f"{Path(data_dir).resolve()}-chdb" if own_process else _embedded()
-        cfg = {"backend": "clickhouse",
-               "clickhouse": {"url": f"chdb://{where}", "database": name}}
+        if SERVER_URL:
+            url = SERVER_URL
+        else:
+            url = "chdb://" + (f"{Path(data_dir).resolve()}-chdb" if own_process
+                               else _embedded())
+        cfg = {"backend": "clickhouse", "clickhouse": {"url": url, "database": name}}
         shared = _shared_database(name)
         return {**cfg, "shared": {"url": shared}} if shared else cfg
     cfg: dict[str, Any] = {"sealing_enabled": False}
