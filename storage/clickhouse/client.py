@@ -19,6 +19,7 @@ import msgspec
 
 from logql.errors import StoreUnavailable
 
+ASYNC_INSERT = {"async_insert": 1, "wait_for_async_insert": 1}
 # what /ready says while the server cannot be reached
 UNREACHABLE = "the log store (ClickHouse) cannot be reached"
 
@@ -173,7 +174,12 @@ class Client:
         if not rows:
             return
         if self._http is not None:
-            self._on_server(self._http.insert, table, rows, column_names=list(columns))
+            # several nodes each committing their group of pushes would make many small
+            # parts (ClickHouse asks for about one insert per second per table): the server
+            # gathers the inserts of every node into one part, and answers each only once
+            # that part is written
+            self._on_server(self._http.insert, table, rows, column_names=list(columns),
+                            settings=ASYNC_INSERT)
             return
         body = b"\n".join(map(_encode, rows))
         sql = (f"INSERT INTO {table} ({', '.join(columns)}) FORMAT JSONCompactEachRow\n"
