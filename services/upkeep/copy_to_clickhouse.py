@@ -128,15 +128,31 @@ def copy_to_clickhouse(cfg: Config, say: Callable[[str], None] = print) -> int:
             for t, (n, m) in sorted(wrong.items()):
                 say(f"logstore: tenant {t!r}: {n:,} lines in SQLite, {m:,} in ClickHouse")
             return 1
-        say(f"verified: {total:,} lines in both, per tenant; now set storage.backend: "
-            "clickhouse")
+        say(f"verified: {total:,} lines in both, per tenant")
+        if cfg.storage.shared.url and not _copy_shared(cfg, conn, say):
+            return 1
+        say("now set storage.backend: clickhouse")
         return 0
     except StoreUnavailable as exc:
-        say(f"logstore: ClickHouse: {exc} (run the command again to go on)")
+        say(f"logstore: {exc} (run the command again to go on)")
         return 1
     finally:
         conn.close()
         logs.close()
+
+
+def _copy_shared(cfg: Config, conn, say: Callable[[str], None]) -> bool:
+    from services.upkeep.copy_shared import copy_shared
+    from storage.shared.postgres import PostgresState
+
+    shared = cfg.storage.shared
+    state = PostgresState(shared.url, os.environ.get(shared.password_env, ""))
+    try:
+        state.open()
+        say(f"copying the shared state (rules, delete requests, Grafana) to {shared.url}")
+        return copy_shared(conn, state, say)
+    finally:
+        state.close()
 
 
 def main_command(cfg: Config) -> int:

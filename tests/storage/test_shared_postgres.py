@@ -99,3 +99,98 @@ def test_a_node_without_its_shared_state_does_not_start(tmp_path):
     with pytest.raises(RuntimeError, match="server exited") as caught:
         node.start(timeout=60)
     assert "the shared state (PostgreSQL) cannot be reached" in str(caught.value)
+
+
+def _shared_answers(c, t: int) -> dict:
+    """What a user sees of the shared state, through the APIs."""
+    auth = ("admin", "admin")
+    out = {}
+    for path in ("/api/search", "/api/folders", "/api/teams/search", "/api/user/stars",
+                 "/api/serviceaccounts/search", "/api/dashboards/uid/d1",
+                 "/api/dashboards/uid/d1/permissions", "/api/dashboards/tags"):
+        r = c.get(path, auth=auth)
+        assert r.status_code == 200, (path, r.text)
+        out[path] = r.json()
+    r = c.get(RULES + "/ns", headers={"Accept": "application/yaml"})
+    assert r.status_code == 200, r.text
+    out["rules"] = yaml.safe_load(r.text)
+    r = c.get("/logstore/api/v1/delete")
+    assert r.status_code == 200, r.text
+    out["deletes"] = r.json()
+    return out
+
+
+def test_copy_to_clickhouse_moves_the_shared_state_into_postgresql(tmp_path, postgres_url):
+    """A single node's dashboards, folder, team, star, permission, service-account token,
+    rule group and delete request, copied with the real CLI: a cluster node over the copy
+    answers the same, the token still signs in, new objects get ids past the copied ones, and
+    a second run changes nothing."""
+    import subprocess
+    import sys
+
+    from litestar.testing import TestClient
+
+    from app import create_app
+    from tests.conftest import ROOT
+
+    t = now_ns() - 600 * NS
+    base = {"grafana": {"admin_password": "admin"},
+            "compactor": {"retention_enabled": True}}
+    sqlite_cfg = {**base, "common": {"path_prefix": str(tmp_path / "data")}}
+    auth = ("admin", "admin")
+    with TestClient(create_app(config_module.config_from_dict(sqlite_cfg))) as c:
+        r = c.post(PUSH, content=push_body({"app": "a"}, [[str(t), "line"]]),
+                   headers=JSON_HEADERS)
+        assert r.status_code == 204, r.text
+        assert c.post("/api/folders", json={"uid": "f1", "title": "Folder"},
+                      auth=auth).status_code == 200
+        for uid, title in (("d1", "First"), ("d2", "Second")):
+            r = c.post("/api/dashboards/db", auth=auth, json={
+                "dashboard": {"uid": uid, "title": title, "tags": ["prod", uid]},
+                "folderUid": "f1"})
+            assert r.status_code == 200, r.text
+        assert c.post("/api/user/stars/dashboard/uid/d1", auth=auth).status_code == 200
+        assert c.post("/api/teams", json={"name": "ops"}, auth=auth).status_code == 200
+        r = c.post("/api/dashboards/uid/d1/permissions", auth=auth,
+                   json={"items": [{"role": "Viewer", "permission": 1}]})
+        assert r.status_code == 200, r.text
+        r = c.post("/api/serviceaccounts", json={"name": "robot", "role": "Viewer"},
+                   auth=auth)
+        assert r.status_code == 201, r.text
+        r = c.post(f"/api/serviceaccounts/{r.json()['id']}/tokens", json={"name": "k"},
+                   auth=auth)
+        key = r.json()["key"]
+        r = c.post(RULES + "/ns", content=_rule_group("g1"),
+                   headers={"Content-Type": "application/yaml"})
+        assert r.status_code == 202, r.text
+        r = c.post("/logstore/api/v1/delete", params={
+            "query": '{app="a"} |= "nothing"', "start": str((t - NS) // NS),
+            "end": str((t + NS) // NS)})
+        assert r.status_code == 204, r.text
+        want = _shared_answers(c, t)
+    assert want["/api/search"] and want["rules"]["ns"] and want["deletes"]  # all there
+
+    cluster = {**base, "storage": {"backend": "clickhouse",
+                                   "clickhouse": {"url": f"chdb://{tmp_path / 'ch'}"},
+                                   "shared": {"url": postgres_url}}}
+    cfg_file = tmp_path / "copy.yaml"
+    # the cluster's own config, over the data directory the node had
+    cfg_file.write_text(yaml.safe_dump({**cluster, "common": sqlite_cfg["common"]}))
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-m", "app", "copy-to-clickhouse",
+                              "--config", str(cfg_file)], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "gf_dashboard: 3 rows in SQLite, 3 in PostgreSQL" in out.stdout, out.stdout
+        assert "rule_groups: 1 rows in SQLite, 1 in PostgreSQL" in out.stdout, out.stdout
+
+    data = {**cluster, "common": {"path_prefix": str(tmp_path / "node")}}
+    with TestClient(create_app(config_module.config_from_dict(data))) as c:
+        assert type(c.app.state.services.shared).__name__ == "PostgresState"
+        assert _shared_answers(c, t) == want
+        r = c.get("/api/search", headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 200, r.text
+        r = c.post("/api/dashboards/db", auth=auth,
+                   json={"dashboard": {"uid": "d3", "title": "Third"}})
+        assert r.status_code == 200, r.text
+        assert r.json()["id"] > max(h["id"] for h in want["/api/search"])
