@@ -65,9 +65,20 @@ def alert_states(conn: sqlite3.Connection, tenant: str, namespace: str,
         "WHERE tenant = ? AND namespace = ? AND group_name = ?", (tenant, namespace, group)))
 
 
+def all_alert_states(conn: sqlite3.Connection) -> list[tuple]:
+    """(tenant, namespace, group, *StateRow) of every group."""
+    return list(conn.execute(
+        "SELECT tenant, namespace, group_name, rule_key, labels, state, active_at, fired_at, "
+        "resolved_at, last_sent_at, keep_firing_since, value, annotations FROM alert_states"))
+
+
 def replace_alert_states(conn: sqlite3.Connection, tenant: str, namespace: str, group: str,
                          rows: Sequence[StateRow]) -> None:
-    """The group's alert states after an evaluation, in one transaction (writer)."""
+    """The group's alert states after an evaluation, in one transaction (writer); none for
+    a group deleted meanwhile (on another node, while this evaluation ran)."""
+    if conn.execute("SELECT 1 FROM rule_groups WHERE tenant = ? AND namespace = ? "
+                    "AND name = ?", (tenant, namespace, group)).fetchone() is None:
+        return
     conn.execute("DELETE FROM alert_states WHERE tenant = ? AND namespace = ? "
                  "AND group_name = ?", (tenant, namespace, group))
     conn.executemany(

@@ -11,7 +11,12 @@ round it has the miner catch up and seals nothing above its mark, so no line lea
 unmined. Counts older than `pattern_ingester.retain_for` (3h, Loki's default) before the
 newest are dropped with the templates they leave empty.
 
-The API sums the counts of every matching stream per pattern text, in `step` buckets."""
+The API sums the counts of every matching stream per pattern text, in `step` buckets.
+
+Of nodes sharing the state, only the holder of the "pattern-miner" lease mines (and drops
+old counts); a node that takes it over first reads the templates and the mark the last
+miner left. The others answer the API from the same shared tables and re-read the templates
+(which match the lines a delete request hides) once a minute."""
 
 from __future__ import annotations
 
@@ -25,18 +30,25 @@ from services.runtime.metrics import ScrapeCollector, counter, gauge
 from services.patterns.mining import BUCKET_S, LocalMiners, WorkerMiners
 from storage import patterns as store
 from storage.entries import newest_head_id
+from storage.shared import Leases
 
 log = logging.getLogger("logstore.patterns")
 IDLE_SECONDS = 5.0
 FORGET_EVERY_SECONDS = 600.0
 PAUSE_FACTOR = 3.0
+LEASE = "pattern-miner"
+TEMPLATES_REFRESH_SECONDS = 60.0
 
 
 class Patterns:
     def __init__(self, db: Any, enabled: bool, retain_for_ns: int,
                  miners: LocalMiners | WorkerMiners | None = None,
-                 newest: Callable[[Any], int] = newest_head_id):
+                 newest: Callable[[Any], int] = newest_head_id, *, leases: Leases):
         self.db = db
+        self.leases = leases
+        # this node mines: it holds the lease and has read what the last miner left
+        self._mining = False
+        self._loaded_at = 0.0
         # the mark of the newest line there is to mine (read on a reader thread): the
         # head's newest id, or ClickHouse's newest seq
         self.newest = newest
@@ -59,6 +71,7 @@ class Patterns:
         if not self.enabled:
             return
         await self._load()
+        self._mining = await self.leases.holds(LEASE)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="patterns")
 
     async def stop(self) -> None:
@@ -66,8 +79,18 @@ class Patterns:
         await cancel_task(task)
 
     async def _load(self) -> None:
+        self._loaded_at = time.monotonic()
         await self.miners.load()
         self.mined_id = await self.db.read(store.mined_id)
+
+    async def _mines(self) -> bool:
+        held = await self.leases.holds(LEASE)
+        if held and not self._mining:
+            await self._load()
+        elif not held and time.monotonic() - self._loaded_at > TEMPLATES_REFRESH_SECONDS:
+            await self._load()
+        self._mining = held
+        return held
 
     async def _run(self) -> None:
         while True:
@@ -82,7 +105,7 @@ class Patterns:
             try:
                 while await self.mine_now():
                     pass
-                if time.monotonic() - self._forgot_at > FORGET_EVERY_SECONDS:
+                if self._mining and time.monotonic() - self._forgot_at > FORGET_EVERY_SECONDS:
                     await self.forget_old()
             except asyncio.CancelledError:
                 raise
@@ -93,6 +116,8 @@ class Patterns:
     async def mine_now(self) -> int:
         """Mine one batch of new head entries; returns how many (0: caught up)."""
         async with self._lock:
+            if not await self._mines():
+                return 0
             began = time.perf_counter()
             done = await self.miners.mine(self.mined_id)
             if done is None:

@@ -7,7 +7,8 @@ receiver is down or across a restart; each sender sends the oldest in batches of
 and deletes them once the receiver answered 2xx. A 5xx, 429 or a connection failure is
 retried with backoff (up to 30 s between tries); a 4xx means the receiver will never take
 those samples, so they are dropped and counted. Beyond `max_buffered_samples` per client the
-oldest buffered samples are dropped and counted."""
+oldest buffered samples are dropped and counted. Nodes sharing the buffer (storage.shared.url)
+send from it only while `sends()`: on the node that evaluates the rules."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import asyncio
 import base64
 import json
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 import snappy
@@ -45,8 +46,9 @@ def write_request(samples: list[tuple[dict[str, str], int, float]]) -> bytes:
 
 
 class RemoteWriter:
-    def __init__(self, db: Any, cfg: Any):
+    def __init__(self, db: Any, cfg: Any, sends: Callable[[], bool] = lambda: True):
         self.db = db
+        self.sends = sends
         self.cfg = cfg
         self.clients = dict(cfg.clients) if cfg.enabled else {}
         self.sent = {name: 0 for name in self.clients}
@@ -99,7 +101,8 @@ class RemoteWriter:
         async with httpx.AsyncClient(timeout=client.remote_timeout / 1e9) as http:
             while True:
                 rows = await self.db.read(store.oldest_samples, name,
-                                          self.cfg.max_samples_per_send)
+                                          self.cfg.max_samples_per_send) \
+                    if self.sends() else []
                 if not rows:
                     self._wake[name].clear()
                     try:

@@ -7,7 +7,13 @@ evaluation that changed them, so a restart keeps `for:` timers and what was alre
 due alerts go to the notifier (services/ruler/notifier.py). Recording rule samples go to the
 remote writer (services/ruler/remote_write.py). A rule whose query fails gets health `err` and its
 error; the others still run. A group whose evaluation outlasts its interval skips the ticks
-it missed and counts them, as Prometheus does."""
+it missed and counts them, as Prometheus does.
+
+Nodes sharing the state (storage.shared.url) all keep every group, but only the holder of
+the "ruler" lease (storage/shared/leases.py) evaluates them, sends alerts and remote-writes
+samples. Every `refresh` seconds each node asks for the lease and re-reads the groups other
+nodes created, changed or deleted; a node that does not evaluate re-reads the alerts the
+holder persisted, so the one that takes over goes on with them (`for:` timers included)."""
 
 from __future__ import annotations
 
@@ -26,9 +32,11 @@ from services.ruler.notifier import Notifier
 from services.ruler.remote_write import RemoteWriter
 from services.ruler.rulegroups import RuleGroup, decode_group, to_yaml, validate_group
 from storage import rules as store
+from storage.shared import Leases
 
 log = logging.getLogger("logstore.ruler")
 GroupKey = tuple[str, str, str]  # tenant, namespace, group name
+LEASE = "ruler"
 
 
 @dataclass
@@ -38,6 +46,7 @@ class GroupRun:
     group: RuleGroup
     interval: int                                    # ns
     rules: list[RuleState]
+    body: str = ""                                   # as stored: another node changed it?
     last_evaluation: int = 0                         # ns
     evaluation_time: float = 0.0                     # s
     iterations: int = 0
@@ -65,16 +74,24 @@ def _samples(result_type: str, result: Any) -> list[tuple[dict[str, str], float]
 
 
 class Ruler:
-    def __init__(self, db: Any, querier: Any, cfg: Any,
-                 clock: Callable[[], int] = time.time_ns):
+    def __init__(self, db: Any, querier: Any, cfg: Any, *, leases: Leases,
+                 refresh: float | None = None, clock: Callable[[], int] = time.time_ns):
+        """`refresh`: seconds between looks at what other nodes wrote (None: this node is
+        the only one, and evaluates)."""
         self.db = db
+        self.leases = leases
+        self.refresh = refresh
+        # evaluations run only while this is set: the lease is held and the alerts the
+        # previous holder left were read
+        self.leading = refresh is None
+        self._sync_task: asyncio.Task | None = None
         self.querier = querier
         self.cfg = cfg.ruler
         self.clock = clock
         urls = [u.strip() for u in self.cfg.alertmanager_url.split(",") if u.strip()]
         self.notifier = Notifier(urls, self.cfg.notification_queue_capacity,
                                  self.cfg.notification_timeout)
-        self.remote = RemoteWriter(db, self.cfg.remote_write)
+        self.remote = RemoteWriter(db, self.cfg.remote_write, sends=lambda: self.leading)
         self.runs: dict[GroupKey, GroupRun] = {}
         self.running = False
         self.evaluations = 0
@@ -90,8 +107,13 @@ class Ruler:
             self._schedule(run)
         await self.notifier.start()
         await self.remote.start()
+        if self.refresh is not None:
+            self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop(),
+                                                                     name="rules-sync")
 
     async def stop(self) -> None:
+        task, self._sync_task = self._sync_task, None
+        await cancel_task(task)
         await self.pause()
         await self.notifier.stop()
         await self.remote.stop()
@@ -110,22 +132,50 @@ class Ruler:
             return
         self._loaded = True
         for tenant, namespace, name, body in await self.db.read(store.groups):
-            await self._install(tenant, namespace, decode_group(body.encode()))
+            await self._install(tenant, namespace, decode_group(body.encode()), body)
 
-    async def _install(self, tenant: str, namespace: str, group: RuleGroup) -> None:
+    async def _sync_loop(self) -> None:
+        assert self.refresh is not None
+        while True:
+            try:
+                await self.sync()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the shared state is away: try again
+                self.leading = False
+                log.warning("reading the shared rule groups failed: %s: %s",
+                            type(exc).__name__, exc)
+            await asyncio.sleep(self.refresh)
+
+    async def sync(self) -> None:
+        """Whether this node evaluates, and the groups as every node left them."""
+        held = await self.leases.holds(LEASE)
+        stored = {(t, ns, name): body
+                  for t, ns, name, body in await self.db.read(store.groups)}
+        for key in [k for k in self.runs if k not in stored]:
+            await cancel_task(self.runs.pop(key).task)
+        for key, body in stored.items():
+            run = self.runs.get(key)
+            if run is None or run.body != body:
+                await self._install(key[0], key[1], decode_group(body.encode()), body)
+        if not (held and self.leading):
+            per_group: dict[GroupKey, list] = {}
+            for tenant, namespace, name, *row in await self.db.read(store.all_alert_states):
+                per_group.setdefault((tenant, namespace, name), []).append(tuple(row))
+            for key, run in self.runs.items():
+                _restore(run, per_group.get(key, []))
+        self.leading = held
+
+    async def _install(self, tenant: str, namespace: str, group: RuleGroup,
+                       body: str) -> None:
         key = (tenant, namespace, group.name)
         old = self.runs.pop(key, None)
         if old is not None:
             await cancel_task(old.task)
         states = [RuleState(rule, f"{i}:{rule.name}") for i, rule in enumerate(group.rules)]
-        by_key = {s.key: s for s in states}
-        for row in await self.db.read(store.alert_states, tenant, namespace, group.name):
-            state = by_key.get(row[0])
-            if state is not None and state.rule.alert:
-                state.restore(row)
         run = GroupRun(tenant, namespace, group,
-                       group.interval_ns or self.cfg.evaluation_interval, states)
-        run.persisted = [r for s in states for r in s.state_rows()]
+                       group.interval_ns or self.cfg.evaluation_interval, states, body)
+        _restore(run, await self.db.read(store.alert_states, tenant, namespace, group.name))
         if old is not None:  # rules unchanged in place keep their health and alerts
             for s in states:
                 prev = next((p for p in old.rules if p.key == s.key and p.rule == s.rule), None)
@@ -147,13 +197,20 @@ class Ruler:
         while True:
             await asyncio.sleep(max(0.0, (ts - self.clock()) / 1e9))
             try:
-                await self.evaluate(run, ts)
+                if await self._evaluates():
+                    await self.evaluate(run, ts)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - a broken group must not end the loop
                 log.exception("evaluating rule group %s/%s failed", run.namespace,
                               run.group.name)
             ts = self.next_evaluation(run, ts)
+
+    async def _evaluates(self) -> bool:
+        if self.leading and not await self.leases.holds(LEASE):
+            # another node took over: its alerts are read (sync) before this one goes on
+            self.leading = False
+        return self.leading
 
     def next_evaluation(self, run: GroupRun, ts: int) -> int:
         """When the group runs next after an evaluation at `ts` ended now; the ticks it
@@ -251,7 +308,7 @@ class Ruler:
         text = to_yaml(group.to_dict())
         await self.db.write(lambda conn: store.put_group(conn, tenant, namespace, group.name,
                                                          text))
-        await self._install(tenant, namespace, group)
+        await self._install(tenant, namespace, group, text)
 
     async def delete_group(self, tenant: str, namespace: str, name: str) -> None:
         if not await self.db.write(lambda conn: store.delete_group(conn, tenant, namespace,
@@ -273,6 +330,18 @@ class Ruler:
 
     def runs_of(self, tenant: str) -> list[GroupRun]:
         return [r for (t, _, _), r in sorted(self.runs.items()) if t == tenant]
+
+
+def _restore(run: GroupRun, rows: list) -> None:
+    """The group's alerts as persisted (alert_states rows), in place of those it held."""
+    by_key = {s.key: s for s in run.rules}
+    for s in run.rules:
+        s.alerts.clear()
+    for row in rows:
+        state = by_key.get(row[0])
+        if state is not None and state.rule.alert:
+            state.restore(row)
+    run.persisted = [r for s in run.rules for r in s.state_rows()]
 
 
 def collector(r: Ruler) -> ScrapeCollector:

@@ -41,6 +41,7 @@ from services.upkeep.sealer import Sealer
 from services.upkeep.shutdown import ShutdownControl
 from services.read.tail import TailHub
 from storage.db import Database
+from storage.shared import REFRESH_SECONDS
 from storage.shared.leases import LocalLeases, SharedLeases
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     remote_state = shared_state(st)
     shared = remote_state or db
     leases = SharedLeases(remote_state) if remote_state else LocalLeases()
+    # what other nodes write is read again this often (one node has nothing to re-read)
+    refresh = REFRESH_SECONDS if remote_state else None
 
     limits = Overrides(limits_config, cfg.runtime_config.file, cfg.runtime_config.period)
     ingest_limits = IngestLimits(limits.of)
@@ -111,11 +114,11 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     miners = WorkerMiners(query_pool.pattern_job) if query_pool else \
         LocalMiners(shared, logs.new_entries) if logs else None
     patterns = Patterns(shared, pattern_cfg.enabled, pattern_cfg.retain_for, miners,
-                        **({"newest": logs.newest_seq} if logs else {}))
+                        **({"newest": logs.newest_seq} if logs else {}), leases=leases)
     mining = patterns.enabled
     retention = RetentionPolicy(cfg.compactor.retention_enabled, limits)
     # the miner's counts follow lines a delete request removed from disk
-    deletions = Deletions(db, cfg, limits, requests=shared,
+    deletions = Deletions(db, cfg, limits, requests=shared, refresh=refresh,
                           removed_listeners=[patterns.forget_lines] if mining else [])
     querier = Querier(
         db, limits, max_concurrent=cfg.querier.max_concurrent,
@@ -131,9 +134,10 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
         sealer.notify, *([patterns.notify] if mining else []), tail_hub.on_written],
         appender=logs)
     compactor = Compactor(db, retention, interval_ns=cfg.compactor.compaction_interval,
-                          delay_ns=cfg.compactor.retention_delete_delay, deletions=deletions,
+                          delay_ns=cfg.compactor.retention_delete_delay, leases=leases,
+                          deletions=deletions,
                           removal=logs.removal if logs else None)
-    ruler = Ruler(shared, querier, cfg)
+    ruler = Ruler(shared, querier, cfg, leases=leases, refresh=refresh)
     states = ServiceRegistry(list(MODULE_NAMES))
     shutdown = ShutdownControl(cfg.data_dir, states, sealer, ingester)
     grafana = GrafanaService(shared, cfg.grafana)
@@ -157,7 +161,7 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
         Lifecycle(start=grafana.start),
         Lifecycle(sealer.start, sealer.stop),
         Lifecycle(limits.start, limits.stop),
-        Lifecycle(start=deletions.reload),
+        Lifecycle(deletions.start, deletions.stop),
         Lifecycle(compactor.start, compactor.stop),
         Lifecycle(ruler.start, ruler.stop),
         Lifecycle(patterns.start, patterns.stop),

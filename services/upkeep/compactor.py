@@ -11,7 +11,8 @@ The compactor wakes every `compactor.compaction_interval` and removes from disk 
 more than `compactor.retention_delete_delay` ago (storage/retention.py), in writer jobs of
 a few thousand rows so pushes keep flowing, then gives the space back. Each job is one
 transaction, and the sweep is idempotent: a kill in the middle leaves a consistent database
-and the next sweep finishes the work.
+and the next sweep finishes the work. Of nodes sharing the state, only the holder of the
+"compactor" lease sweeps (storage/shared/leases.py).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from services.runtime.base import cancel_task
 from services.runtime.limits import Limits
 from services.runtime.metrics import ScrapeCollector, counter, gauge
 from storage import retention
+from storage.shared import Leases
 from storage.blocks import sealing
 
 log = logging.getLogger("logstore.compactor")
+LEASE = "compactor"
 
 
 class RetentionPolicy:
@@ -78,8 +81,9 @@ class RetentionPolicy:
 
 class Compactor:
     def __init__(self, db: Any, policy: RetentionPolicy, *, interval_ns: int, delay_ns: int,
-                 deletions: Any = None, removal: Any = None):
+                 leases: Leases, deletions: Any = None, removal: Any = None):
         self.db = db
+        self.leases = leases
         # storage.backend: clickhouse: where lines are removed instead of SQLite's head and
         # blocks (storage/clickhouse/removal.py)
         self.removal = removal
@@ -106,7 +110,8 @@ class Compactor:
     async def _run(self) -> None:
         while True:
             try:
-                await self.run_once()
+                if await self.leases.holds(LEASE):
+                    await self.run_once()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep the service; try next interval

@@ -8,12 +8,17 @@ services/read/visibility.py). After `compactor.delete_request_cancel_period` the
 compactor (services/upkeep/compactor.py) removes the lines from disk, piece by piece
 (storage/deletes.py), marks the piece processed and stops filtering it. With
 `limits_config.deletion_mode: filter-only` nothing is removed and the filter stays.
+
+Nodes sharing the requests (storage.shared.url) re-read them every `refresh` seconds, so a
+request made on another node hides lines here at most that much later (Loki's queriers
+cache the requests they fetch from the compactor for five minutes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import re
 import secrets
 import time
@@ -22,6 +27,7 @@ from datetime import datetime
 from typing import Any, Callable, Sequence
 
 from logql import ParseError, parse_expr
+from services.runtime.base import cancel_task
 from logql.gocompat.format import go_duration_str
 from logql.gocompat.values import parse_go_duration
 from logql.plan import compile_log_query
@@ -31,6 +37,7 @@ from services.runtime.limits import Limits
 from storage import deletes
 from storage.blocks import codec as blocks
 
+log = logging.getLogger("logstore.deletes")
 MODES = ("disabled", "filter-only", "filter-and-delete")
 MAX_INTERVAL_CAP = 24 * 3600 * 10**9
 # sealed blocks rewritten per writer job, and the pause after each batch (x its duration)
@@ -112,10 +119,12 @@ class Deletions:
     def __init__(self, db: Any, cfg: Any, limits: Limits,
                  clock: Callable[[], int] = time.time_ns,
                  removed_listeners: Sequence[Callable[[int, list[tuple[int, str]]], Any]] = (),
-                 requests: Any = None):
+                 requests: Any = None, refresh: float | None = None):
         self.db = db  # the log data SQLite removes lines from
         # the requests themselves: shared by every node of a cluster (storage/shared)
         self.requests = requests or db
+        self.refresh = refresh  # seconds between re-reads of the requests (None: one node)
+        self._task: asyncio.Task | None = None
         self.limits = limits
         self.enabled = cfg.compactor.retention_enabled
         self.cancel_period = cfg.compactor.delete_request_cancel_period
@@ -149,6 +158,28 @@ class Deletions:
     @property
     def active(self) -> bool:
         return bool(self._filters)
+
+    async def start(self) -> None:
+        await self.reload()
+        if self.refresh is not None:
+            self._task = asyncio.get_running_loop().create_task(self._refresh(),
+                                                                name="delete-requests")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await cancel_task(task)
+
+    async def _refresh(self) -> None:
+        assert self.refresh is not None
+        while True:
+            await asyncio.sleep(self.refresh)
+            try:
+                await self.reload()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep the filters held; try again
+                log.warning("re-reading the delete requests failed: %s: %s",
+                            type(exc).__name__, exc)
 
     async def reload(self) -> None:
         rows = await self.requests.read(deletes.pieces)

@@ -11,6 +11,10 @@ from typing import Any, Callable, Protocol, TypeVar
 
 T = TypeVar("T")
 
+# how often a node of a cluster re-reads what the others write and it holds in memory: the
+# rule groups (and, where it does not evaluate them, their alerts) and the delete requests
+REFRESH_SECONDS = 5.0
+
 
 class SharedState(Protocol):
     async def read(self, fn: Callable[..., T], *args: Any) -> T: ...
