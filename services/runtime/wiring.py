@@ -9,7 +9,7 @@ is patched in afterwards. app.py calls this once and runs `Services.lifecycle`.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from config import Config, LimitsConfig, StorageConfig
 from services.upkeep import compactor as compactor_module
@@ -70,6 +70,14 @@ def clickhouse_logs(st: StorageConfig) -> "ClickHouseLogs":
                                  os.environ.get(ch.password_env, ""), ch.cluster))
 
 
+def lease_collector(leases: SharedLeases, names: Sequence[str]) -> ScrapeCollector:
+    return ScrapeCollector(gauge(
+        "logstore_lease_held", "1 for each once-per-cluster work this node does now (it "
+        "holds the lease in storage.shared's PostgreSQL), 0 for each it leaves to another.",
+        lambda: [((name,), int(name in held)) for held in (set(leases.held()),)
+                 for name in names], labels=["lease"]))
+
+
 def shared_state(st: StorageConfig) -> Any:
     """Where the state several nodes share lives: PostgreSQL with storage.shared.url, else
     None (the data directory's SQLite file)."""
@@ -107,6 +115,9 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
                       loki_build=loki_build_labels)
     if logs is not None:
         metrics.registry.register(clickhouse_collector(logs))
+    if isinstance(leases, SharedLeases):
+        metrics.registry.register(lease_collector(
+            leases, (ruler_module.LEASE, compactor_module.LEASE, patterns_module.LEASE)))
     workers = cfg.querier.worker_processes if logs is None else 0
     query_pool = QueryPool(workers, db.path) if workers > 0 else None
     pattern_cfg = cfg.pattern_ingester

@@ -112,4 +112,6 @@ class SharedLeases:
             "DELETE FROM leases WHERE holder = ?", (self.node,)))
 
     def held(self) -> list[str]:
-        return sorted(self._renewed)
+        """The leases this node holds now (renewed within the time it trusts them)."""
+        now = time.monotonic()
+        return sorted(n for n, at in self._renewed.items() if now - at < self.seconds * 2 / 3)

@@ -69,6 +69,13 @@ def _iterations(node: LogstoreServer) -> int | None:
     return int(float(m.group(1))) if m else None
 
 
+def _leases_held(node: LogstoreServer) -> dict[str, int]:
+    """The node's own view of the leases it holds (/metrics, logstore_lease_held)."""
+    text = httpx.get(node.url + "/metrics", timeout=10).text
+    return {m.group(1): int(float(m.group(2))) for m in re.finditer(
+        r'^logstore_lease_held\{lease="([^"]+)"\} (\S+)$', text, re.M)}
+
+
 def _holders(url: str) -> dict[str, str]:
     with psycopg.connect(url, autocommit=True) as conn:
         return dict(conn.execute("SELECT name, holder FROM leases"))
@@ -147,6 +154,7 @@ def test_two_nodes_share_state_and_run_the_rules_once(tmp_path, postgres_url, al
         _until(lambda: _iterations(a) >= seen + 3, "a evaluates on")
         assert _iterations(b) == 0
         assert _senders(alertmanager.url, "Always") == {"a"}
+        assert _leases_held(a)["ruler"] == 1 and _leases_held(b)["ruler"] == 0
         (pending,) = _slow_alert(a)
         assert pending["state"] == "pending"
 
@@ -172,6 +180,7 @@ def test_two_nodes_share_state_and_run_the_rules_once(tmp_path, postgres_url, al
         _until(lambda: _held_by(postgres_url, b), "b holds the ruler lease")
         _until(lambda: _iterations(b), "b evaluates the group")
         _until(lambda: "b" in _senders(alertmanager.url, "Always"), "b's alert arrives")
+        assert _leases_held(b)["ruler"] == 1
         (kept,) = _slow_alert(b)
         assert (kept["state"], kept["activeAt"]) == ("pending", pending["activeAt"])
     finally:
