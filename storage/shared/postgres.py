@@ -86,7 +86,15 @@ def translate(sql: str) -> tuple[str, tuple[tuple[int, bool], ...] | None]:
     return out, None if plain else tuple(sources)
 
 
+_INT64 = range(-2 ** 63, 2 ** 63)
+
+
 def _arguments(sources: tuple[tuple[int, bool], ...] | None, args: Sequence[Any]) -> Sequence:
+    for arg in args:
+        # sqlite3 refuses an integer SQLite cannot store, PostgreSQL would compare it as a
+        # numeric: refused here too, a request naming one fails alike on both
+        if type(arg) is int and arg not in _INT64:
+            raise OverflowError("Python int too large to convert to SQLite INTEGER")
     if sources is None:
         return args
     return [json.loads(args[i]) if is_json else args[i] for i, is_json in sources]
