@@ -13,24 +13,24 @@ from litestar.testing import TestClient
 import config as config_module
 from app import create_app
 from storage.db import DB_FILENAME
+from tests.grafana.conftest import Store
 
 
-def app_client(data_dir, grafana: dict | None = None) -> TestClient:
-    cfg = config_module.config_from_dict({"common": {"path_prefix": str(data_dir)},
-                                          "grafana": grafana or {}})
-    return TestClient(create_app(cfg))
+def app_client(store: Store, data_dir) -> TestClient:
+    """An app on `store` with no admin password configured."""
+    return TestClient(create_app(store.config(data_dir, {"admin_password": ""})))
 
 
 # -- first start, probes, authentication ------------------------------------------------------
-def test_first_start_generates_and_prints_a_password_once(tmp_path, capsys):
-    with app_client(tmp_path) as c:
+def test_first_start_generates_and_prints_a_password_once(grafana_store, tmp_path, capsys):
+    with app_client(grafana_store, tmp_path) as c:
         err = capsys.readouterr().err
         assert "user 'admin' and password '" in err
         password = err.split("password '", 1)[1].split("'", 1)[0]
         assert len(password) >= 16
         assert c.get("/api/user", auth=("admin", password)).json()["login"] == "admin"
         assert c.get("/api/user", auth=("admin", "admin")).status_code == 401
-    with app_client(tmp_path) as c:  # second start: nothing printed, same password
+    with app_client(grafana_store, tmp_path) as c:  # second start: nothing printed, same password
         assert "password" not in capsys.readouterr().err
         assert c.get("/api/user", auth=("admin", password)).status_code == 200
 
@@ -47,7 +47,8 @@ def test_configured_admin_from_environment(tmp_path):
     assert "s3cret-pw" not in stored and stored.startswith("pbkdf2_sha256$")
 
 
-def test_probes_need_no_credentials(client):
+def test_probes_need_no_credentials(fx):
+    client = fx.client
     r = client.get("/api/health")
     assert (r.status_code, r.json()) == (200, {"commit": "logstore", "database": "ok",
                                                "version": "11.3.0"})
@@ -56,7 +57,8 @@ def test_probes_need_no_credentials(client):
     assert r.status_code == 200 and r.json()["buildInfo"]["version"] == "11.3.0"
 
 
-def test_every_other_endpoint_needs_credentials(client):
+def test_every_other_endpoint_needs_credentials(fx):
+    client = fx.client
     for method, path in (("GET", "/api/dashboards/tags"), ("GET", "/api/folders"),
                          ("POST", "/api/dashboards/db"), ("GET", "/api/user"),
                          ("POST", "/api/serviceaccounts/"), ("GET", "/api/search/sorting")):
