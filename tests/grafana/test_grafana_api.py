@@ -136,6 +136,27 @@ def test_service_account_api(fresh):
     assert fresh.get("/api/serviceaccounts/search", who="SV").status_code == 403
 
 
+def test_a_deleted_token_no_longer_signs_in(fresh):
+    sa = fresh.users["viewer-bot"]
+    (token,) = fresh.get(f"/api/serviceaccounts/{sa}/tokens").json()
+    r = fresh.delete(f"/api/serviceaccounts/{sa}/tokens/{token['id']}")
+    assert (r.status_code, r.json()) == (200, {"message": "Service account token deleted"})
+    assert fresh.search("", "SV").status_code == 401
+    assert fresh.get(f"/api/serviceaccounts/{sa}/tokens").json() == []
+    r = fresh.delete(f"/api/serviceaccounts/{sa}/tokens/{token['id']}")
+    assert (r.status_code, r.json()) == (404, {"message": "service account token not found"})
+
+
+def test_adding_a_user_to_the_org_they_are_in(fresh):
+    r = fresh.post("/api/org/users", {"loginOrEmail": "alice@example.com", "role": "Editor"})
+    assert (r.status_code, r.json()) == (409, {
+        "message": "User is already member of this organization"})
+    r = fresh.post("/api/org/users", {"loginOrEmail": "nobody", "role": "Editor"})
+    assert (r.status_code, r.json()) == (404, {"message": "User not found"})
+    assert {u["login"]: u["role"] for u in fresh.get("/api/org/users").json()}["alice"] \
+        == "Viewer"
+
+
 def test_users_teams_and_roles(fresh):
     assert fresh.post("/api/admin/users", {"login": "carol", "password": "carol-pw"},
                       who="B").status_code == 403
