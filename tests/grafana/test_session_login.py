@@ -2,7 +2,7 @@
 sets an HttpOnly session cookie the Grafana API accepts like Basic auth; state-changing
 requests the cookie authenticates need the session's CSRF token (from the login answer or
 GET /api/user) in X-Grafana-CSRF and a same-host Origin; failed logins are limited as Basic
-ones are; sessions live in SQLite and end at logout."""
+ones are; sessions live in the store of Grafana's objects and end at logout."""
 
 from __future__ import annotations
 
