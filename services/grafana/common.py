@@ -45,6 +45,12 @@ def bad_request(message: str = "bad request data") -> GrafanaError:
     return GrafanaError(400, message)
 
 
+def unavailable(exc: Exception) -> GrafanaError:
+    """The store of Grafana's objects cannot answer (the cluster's PostgreSQL is away): 503,
+    worth retrying, as Grafana's JSON rather than the text Loki's routes answer."""
+    return GrafanaError(503, f"the Grafana database is unavailable: {exc}")
+
+
 def dashboard_not_found() -> GrafanaError:
     return GrafanaError(404, "Dashboard not found")
 

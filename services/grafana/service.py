@@ -15,6 +15,7 @@ import secrets
 from typing import Any, Callable, TypeVar
 
 from config import GrafanaConfig
+from logql.errors import StoreUnavailable
 from services.grafana import access
 from services.grafana import identity as ident
 from services.grafana import objects
@@ -23,7 +24,7 @@ from services.grafana import sessions
 from services.grafana.auth import GENERATED_PASSWORD_ITERATIONS, PBKDF2_ITERATIONS, \
     BAD_CREDENTIALS, authenticate, bootstrap, hash_password, \
     parse_authorization, password_user
-from services.grafana.common import Caller, GrafanaError
+from services.grafana.common import Caller, GrafanaError, unavailable
 from services.grafana.perms import PermissionItem
 from services.grafana.login_attempts import BLOCKED_TEXT, LoginAttempts
 from storage.db import Database
@@ -49,7 +50,16 @@ class GrafanaService:
                                             // 10**9)
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self.db.write(lambda conn: fn(conn, *args))
+        try:
+            return await self.db.write(lambda conn: fn(conn, *args))
+        except StoreUnavailable as exc:
+            raise unavailable(exc) from None
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await self.db.read(fn, *args)
+        except StoreUnavailable as exc:
+            raise unavailable(exc) from None
 
     # -- lifespan --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -78,7 +88,7 @@ class GrafanaService:
         parsed = parse_authorization(header)
         login = parsed[1] if parsed is not None and parsed[0] == "basic" else None
         if login is None:
-            return await self.db.read(authenticate, header, org_header)
+            return await self._read(authenticate, header, org_header)
         return await self._limited(login, address, authenticate, header, org_header)
 
     async def _limited(self, login: str, address: str, check: Callable[..., T],
@@ -88,7 +98,7 @@ class GrafanaService:
         if attempts.blocked(login, address):
             raise GrafanaError(429, BLOCKED_TEXT)
         try:
-            result = await self.db.read(check, *args)
+            result = await self._read(check, *args)
         except GrafanaError as exc:
             if exc.message == BAD_CREDENTIALS:
                 attempts.failed(login, address)
@@ -103,7 +113,7 @@ class GrafanaService:
 
     async def session_caller(self, token: str,
                              org_header: str | None) -> sessions.SessionCaller:
-        found = await self.db.read(sessions.resolve, token, org_header, self.lifetimes)
+        found = await self._read(sessions.resolve, token, org_header, self.lifetimes)
         if found.stale:
             await self._write(sessions.touch, found.session_id)
         return found
@@ -112,17 +122,17 @@ class GrafanaService:
         await self._write(sessions.close, token)
 
     async def ping(self) -> None:
-        await self.db.read(access.ping)
+        await self._read(access.ping)
 
     # -- search, tags, stars -----------------------------------------------------------------
     async def search(self, caller: Caller, params: search.SearchParams) -> list[search.Hit]:
-        return await self.db.read(search.run, caller, params)
+        return await self._read(search.run, caller, params)
 
     async def tag_cloud(self, caller: Caller) -> list:
-        return await self.db.read(access.tag_cloud, caller)
+        return await self._read(access.tag_cloud, caller)
 
     async def starred(self, caller: Caller) -> list:
-        return await self.db.read(access.starred, caller)
+        return await self._read(access.starred, caller)
 
     async def star(self, caller: Caller, on: bool, uid: str | None,
                    raw_id: str | None) -> None:
@@ -133,14 +143,14 @@ class GrafanaService:
         return await self._write(objects.save_dashboard, caller, body)
 
     async def get_dashboard(self, caller: Caller, uid: str) -> dict[str, Any]:
-        return await self.db.read(objects.get_dashboard, caller, uid)
+        return await self._read(objects.get_dashboard, caller, uid)
 
     async def delete_dashboard(self, caller: Caller, uid: str) -> dict[str, Any]:
         return await self._write(objects.delete_dashboard, caller, uid)
 
     async def dashboard_perms(self, caller: Caller, uid: str | None,
                               raw_id: str | None) -> list:
-        return await self.db.read(access.dashboard_perms, caller, uid, raw_id)
+        return await self._read(access.dashboard_perms, caller, uid, raw_id)
 
     async def set_dashboard_perms(self, caller: Caller, uid: str | None, raw_id: str | None,
                                   items: list[PermissionItem]) -> None:
@@ -149,16 +159,16 @@ class GrafanaService:
     # -- folders -----------------------------------------------------------------------------
     async def list_folders(self, caller: Caller, parent_uid: str | None, limit: int,
                            page: int) -> list[dict[str, Any]]:
-        return await self.db.read(objects.list_folders, caller, parent_uid, limit, page)
+        return await self._read(objects.list_folders, caller, parent_uid, limit, page)
 
     async def create_folder(self, caller: Caller, body: objects.CreateFolder) -> dict:
         return await self._write(objects.create_folder, caller, body)
 
     async def folder(self, caller: Caller, uid: str) -> dict:
-        return await self.db.read(access.folder_dto, caller, uid)
+        return await self._read(access.folder_dto, caller, uid)
 
     async def folder_by_id(self, caller: Caller, raw_id: str) -> dict:
-        return await self.db.read(access.folder_dto_by_id, caller, raw_id)
+        return await self._read(access.folder_dto_by_id, caller, raw_id)
 
     async def update_folder(self, caller: Caller, uid: str, body: objects.UpdateFolder) -> dict:
         return await self._write(objects.update_folder, caller, uid, body)
@@ -170,7 +180,7 @@ class GrafanaService:
         return await self._write(objects.move_folder, caller, uid, body)
 
     async def folder_perms(self, caller: Caller, uid: str) -> list:
-        return await self.db.read(access.folder_perms, caller, uid)
+        return await self._read(access.folder_perms, caller, uid)
 
     async def set_folder_perms(self, caller: Caller, uid: str,
                                items: list[PermissionItem]) -> None:
@@ -178,7 +188,7 @@ class GrafanaService:
 
     # -- users -------------------------------------------------------------------------------
     async def profile(self, caller: Caller) -> dict:
-        return await self.db.read(ident.profile, caller)
+        return await self._read(ident.profile, caller)
 
     async def change_own_password(self, caller: Caller, body: ident.ChangePassword) -> dict:
         hashed = await _hashed(body.newPassword)
@@ -194,7 +204,7 @@ class GrafanaService:
         return await self._write(ident.set_user_password, caller, user_id, body, hashed)
 
     async def org_users(self, caller: Caller) -> list[dict]:
-        return await self.db.read(ident.org_users, caller)
+        return await self._read(ident.org_users, caller)
 
     async def add_org_user(self, caller: Caller, body: ident.AddOrgUser) -> dict:
         return await self._write(ident.add_org_user, caller, body)
@@ -207,7 +217,7 @@ class GrafanaService:
         return await self._write(ident.create_team, caller, body)
 
     async def search_teams(self, caller: Caller, query: str, page: int, perpage: int) -> dict:
-        return await self.db.read(ident.search_teams, caller, query, page, perpage)
+        return await self._read(ident.search_teams, caller, query, page, perpage)
 
     async def add_team_member(self, caller: Caller, team_id: int,
                               body: ident.TeamMember) -> dict:
@@ -223,10 +233,10 @@ class GrafanaService:
 
     async def search_service_accounts(self, caller: Caller, query: str, page: int,
                                       perpage: int) -> dict:
-        return await self.db.read(ident.search_service_accounts, caller, query, page, perpage)
+        return await self._read(ident.search_service_accounts, caller, query, page, perpage)
 
     async def get_service_account(self, caller: Caller, sa_id: int) -> dict:
-        return await self.db.read(ident.get_service_account, caller, sa_id)
+        return await self._read(ident.get_service_account, caller, sa_id)
 
     async def patch_service_account(self, caller: Caller, sa_id: int,
                                     body: ident.PatchServiceAccount) -> dict:
@@ -239,7 +249,7 @@ class GrafanaService:
         return await self._write(ident.create_token, caller, sa_id, body)
 
     async def list_tokens(self, caller: Caller, sa_id: int) -> list[dict]:
-        return await self.db.read(ident.list_tokens, caller, sa_id)
+        return await self._read(ident.list_tokens, caller, sa_id)
 
     async def delete_token(self, caller: Caller, sa_id: int, token_id: int) -> dict:
         return await self._write(ident.delete_token, caller, sa_id, token_id)

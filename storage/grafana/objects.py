@@ -132,10 +132,13 @@ def search(conn: sqlite3.Connection, f: SearchFilter, subject: Subject,
         where.append("d.id IN (SELECT dashboard_id FROM gf_star WHERE user_id = ?)")
         wargs.append(f.starred_by)
     order = "DESC" if f.descending else "ASC"
-    # tags and the parent folder are computed only for the rows of the page
+    # tags and the parent folder are computed only for the rows of the page; tags in binary
+    # order (a sorted subquery: SQLite 3.40 has no ORDER BY inside an aggregate), which a
+    # search with a sort answers as they are
     sql = (f"{prefix}SELECT d.id, d.uid, d.title, d.slug, d.is_folder, d.parent_id, "
-           "(SELECT json_group_array(t.term) FROM gf_dashboard_tag t "
-           "WHERE t.dashboard_id = d.id) AS tags, p.uid AS parent_uid, p.title AS parent_title "
+           "(SELECT json_group_array(s.term) FROM (SELECT t.term FROM gf_dashboard_tag t "
+           "WHERE t.dashboard_id = d.id ORDER BY t.term) AS s) AS tags, "
+           "p.uid AS parent_uid, p.title AS parent_title "
            f"FROM gf_dashboard d LEFT JOIN gf_dashboard p ON p.id = d.parent_id "
            f"WHERE {' AND '.join(where)} "
            f"ORDER BY d.title {order}, d.id {order} LIMIT ? OFFSET ?")
@@ -177,14 +180,16 @@ def by_id(conn: sqlite3.Connection, org_id: int, obj_id: int) -> dict[str, Any] 
                              "AND id = ?", (org_id, obj_id)))
 
 
+# the id a recursive query starts from is cast to the column's type: PostgreSQL types the
+# recursive term from its first, and a bound integer alone may come as a smaller one
 def ancestors(conn: sqlite3.Connection, parent_id: int | None) -> list[dict[str, Any]]:
     """The folder chain from the root down to `parent_id` (inclusive)."""
     if parent_id is None:
         return []
     cur = conn.execute(
-        "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION ALL SELECT f.parent_id, up.depth + 1 "
-        "FROM gf_dashboard f JOIN up ON f.id = up.id WHERE f.parent_id IS NOT NULL "
-        "AND up.depth < 64) "
+        "WITH RECURSIVE up(id, depth) AS (SELECT CAST(? AS BIGINT), 0 "
+        "UNION ALL SELECT f.parent_id, up.depth + 1 FROM gf_dashboard f JOIN up "
+        "ON f.id = up.id WHERE f.parent_id IS NOT NULL AND up.depth < 64) "
         f"SELECT {', '.join('f.' + c.strip() for c in OBJECT_COLUMNS.split(','))} "
         "FROM up JOIN gf_dashboard f ON f.id = up.id ORDER BY up.depth DESC", (parent_id,))
     return _rows(cur)
@@ -193,24 +198,29 @@ def ancestors(conn: sqlite3.Connection, parent_id: int | None) -> list[dict[str,
 def subtree_height(conn: sqlite3.Connection, folder_id: int) -> int:
     """Levels of folders below `folder_id` (0 when it has no sub-folders)."""
     row = conn.execute(
-        "WITH RECURSIVE down(id, depth) AS (SELECT ?, 0 UNION ALL SELECT c.id, down.depth + 1 "
-        "FROM gf_dashboard c JOIN down ON c.parent_id = down.id WHERE c.is_folder = 1 "
-        "AND down.depth < 64) SELECT max(depth) FROM down", (folder_id,)).fetchone()
+        "WITH RECURSIVE down(id, depth) AS (SELECT CAST(? AS BIGINT), 0 "
+        "UNION ALL SELECT c.id, down.depth + 1 FROM gf_dashboard c JOIN down "
+        "ON c.parent_id = down.id WHERE c.is_folder = 1 AND down.depth < 64) "
+        "SELECT max(depth) FROM down", (folder_id,)).fetchone()
     return row[0] or 0
 
 
 def subtree_ids(conn: sqlite3.Connection, folder_id: int) -> list[int]:
     """The folder, every folder below it and every dashboard in any of them."""
     return [r[0] for r in conn.execute(
-        "WITH RECURSIVE down(id) AS (SELECT ? UNION SELECT c.id FROM gf_dashboard c "
-        "JOIN down ON c.parent_id = down.id) SELECT id FROM down", (folder_id,))]
+        "WITH RECURSIVE down(id) AS (SELECT CAST(? AS BIGINT) UNION SELECT c.id "
+        "FROM gf_dashboard c JOIN down ON c.parent_id = down.id) SELECT id FROM down",
+        (folder_id,))]
 
 
 def folder_title_taken(conn: sqlite3.Connection, org_id: int, parent_id: int | None,
                        title: str, except_id: int | None = None) -> bool:
+    # IS [NOT] DISTINCT FROM: the comparison that matches NULL (the root, no exception), in
+    # words both engines take (SQLite's `IS ?` is its own)
     row = conn.execute(
-        "SELECT 1 FROM gf_dashboard WHERE org_id = ? AND is_folder = 1 AND parent_id IS ? "
-        "AND title = ? AND id IS NOT ? LIMIT 1", (org_id, parent_id, title, except_id)).fetchone()
+        "SELECT 1 FROM gf_dashboard WHERE org_id = ? AND is_folder = 1 "
+        "AND parent_id IS NOT DISTINCT FROM ? AND title = ? AND id IS DISTINCT FROM ? LIMIT 1",
+        (org_id, parent_id, title, except_id)).fetchone()
     return row is not None
 
 
@@ -264,7 +274,7 @@ def root_children(conn: sqlite3.Connection, org_id: int, parent_id: int | None,
                   subject: Subject, limit: int, offset: int) -> list[dict[str, Any]]:
     """Folders directly under `parent_id` (None: the root) visible to the subject, by title."""
     prefix, args = ("", [])
-    where = "d.org_id = ? AND d.is_folder = 1 AND d.parent_id IS ?"
+    where = "d.org_id = ? AND d.is_folder = 1 AND d.parent_id IS NOT DISTINCT FROM ?"
     if not subject.is_admin:
         prefix, args = visibility_cte(subject, 1)
         where += " AND " + VISIBLE

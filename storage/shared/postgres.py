@@ -86,7 +86,15 @@ def translate(sql: str) -> tuple[str, tuple[tuple[int, bool], ...] | None]:
     return out, None if plain else tuple(sources)
 
 
+_INT64 = range(-2 ** 63, 2 ** 63)
+
+
 def _arguments(sources: tuple[tuple[int, bool], ...] | None, args: Sequence[Any]) -> Sequence:
+    for arg in args:
+        # sqlite3 refuses an integer SQLite cannot store, PostgreSQL would compare it as a
+        # numeric: refused here too, a request naming one fails alike on both
+        if type(arg) is int and arg not in _INT64:
+            raise OverflowError("Python int too large to convert to SQLite INTEGER")
     if sources is None:
         return args
     return [json.loads(args[i]) if is_json else args[i] for i, is_json in sources]
@@ -175,11 +183,14 @@ class PostgresState:
         from psycopg import errors
 
         for attempt in range(CONFLICT_RETRIES):
+            pooled = getattr(self._local, "raw", None) is not None
             raw = self._conn()
+            begun = False
             try:
                 if not transaction:
                     return fn(Connection(raw), *args)
                 with raw.transaction():
+                    begun = True
                     return fn(Connection(raw), *args)
             except (errors.SerializationFailure, errors.DeadlockDetected):
                 if attempt == CONFLICT_RETRIES - 1:
@@ -188,6 +199,11 @@ class PostgresState:
                 time.sleep(random.uniform(0, 0.005 * (2 ** attempt)))
             except psycopg.OperationalError as exc:
                 self._forget()
+                if pooled and not begun and attempt == 0:
+                    # a pooled connection PostgreSQL closed while it sat idle (it restarted):
+                    # a read, or a transaction that failed at BEGIN, changed nothing there,
+                    # so once more on a new connection rather than a 503 per stale one
+                    continue
                 raise StoreUnavailable(
                     f"the shared state (PostgreSQL) cannot be reached: {_first_line(exc)}"
                 ) from exc

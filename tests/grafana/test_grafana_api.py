@@ -13,24 +13,24 @@ from litestar.testing import TestClient
 import config as config_module
 from app import create_app
 from storage.db import DB_FILENAME
+from tests.grafana.conftest import Store
 
 
-def app_client(data_dir, grafana: dict | None = None) -> TestClient:
-    cfg = config_module.config_from_dict({"common": {"path_prefix": str(data_dir)},
-                                          "grafana": grafana or {}})
-    return TestClient(create_app(cfg))
+def app_client(store: Store, data_dir) -> TestClient:
+    """An app on `store` with no admin password configured."""
+    return TestClient(create_app(store.config(data_dir, {"admin_password": ""})))
 
 
 # -- first start, probes, authentication ------------------------------------------------------
-def test_first_start_generates_and_prints_a_password_once(tmp_path, capsys):
-    with app_client(tmp_path) as c:
+def test_first_start_generates_and_prints_a_password_once(grafana_store, tmp_path, capsys):
+    with app_client(grafana_store, tmp_path) as c:
         err = capsys.readouterr().err
         assert "user 'admin' and password '" in err
         password = err.split("password '", 1)[1].split("'", 1)[0]
         assert len(password) >= 16
         assert c.get("/api/user", auth=("admin", password)).json()["login"] == "admin"
         assert c.get("/api/user", auth=("admin", "admin")).status_code == 401
-    with app_client(tmp_path) as c:  # second start: nothing printed, same password
+    with app_client(grafana_store, tmp_path) as c:  # second start: nothing printed, same password
         assert "password" not in capsys.readouterr().err
         assert c.get("/api/user", auth=("admin", password)).status_code == 200
 
@@ -47,7 +47,8 @@ def test_configured_admin_from_environment(tmp_path):
     assert "s3cret-pw" not in stored and stored.startswith("pbkdf2_sha256$")
 
 
-def test_probes_need_no_credentials(client):
+def test_probes_need_no_credentials(fx):
+    client = fx.client
     r = client.get("/api/health")
     assert (r.status_code, r.json()) == (200, {"commit": "logstore", "database": "ok",
                                                "version": "11.3.0"})
@@ -56,7 +57,8 @@ def test_probes_need_no_credentials(client):
     assert r.status_code == 200 and r.json()["buildInfo"]["version"] == "11.3.0"
 
 
-def test_every_other_endpoint_needs_credentials(client):
+def test_every_other_endpoint_needs_credentials(fx):
+    client = fx.client
     for method, path in (("GET", "/api/dashboards/tags"), ("GET", "/api/folders"),
                          ("POST", "/api/dashboards/db"), ("GET", "/api/user"),
                          ("POST", "/api/serviceaccounts/"), ("GET", "/api/search/sorting")):
@@ -132,6 +134,27 @@ def test_service_account_api(fresh):
     # only org admins manage service accounts
     assert fresh.post("/api/serviceaccounts", {"name": "y"}, who="B").status_code == 403
     assert fresh.get("/api/serviceaccounts/search", who="SV").status_code == 403
+
+
+def test_a_deleted_token_no_longer_signs_in(fresh):
+    sa = fresh.users["viewer-bot"]
+    (token,) = fresh.get(f"/api/serviceaccounts/{sa}/tokens").json()
+    r = fresh.delete(f"/api/serviceaccounts/{sa}/tokens/{token['id']}")
+    assert (r.status_code, r.json()) == (200, {"message": "Service account token deleted"})
+    assert fresh.search("", "SV").status_code == 401
+    assert fresh.get(f"/api/serviceaccounts/{sa}/tokens").json() == []
+    r = fresh.delete(f"/api/serviceaccounts/{sa}/tokens/{token['id']}")
+    assert (r.status_code, r.json()) == (404, {"message": "service account token not found"})
+
+
+def test_adding_a_user_to_the_org_they_are_in(fresh):
+    r = fresh.post("/api/org/users", {"loginOrEmail": "alice@example.com", "role": "Editor"})
+    assert (r.status_code, r.json()) == (409, {
+        "message": "User is already member of this organization"})
+    r = fresh.post("/api/org/users", {"loginOrEmail": "nobody", "role": "Editor"})
+    assert (r.status_code, r.json()) == (404, {"message": "User not found"})
+    assert {u["login"]: u["role"] for u in fresh.get("/api/org/users").json()}["alice"] \
+        == "Viewer"
 
 
 def test_users_teams_and_roles(fresh):

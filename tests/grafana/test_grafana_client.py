@@ -11,12 +11,14 @@ from grafana_client.client import (
     GrafanaUnauthorizedError,
 )
 
-from tests.grafana.conftest import DASHBOARDS
+from tests.grafana.conftest import DASHBOARDS, grafana_config
 
 
 @pytest.fixture
-def live(make_server):
-    return make_server({"grafana": {"admin_password": "admin"}})
+def live(make_server, grafana_store, tmp_path):
+    data = tmp_path / "data"
+    return make_server(grafana_config(data, grafana_store.database(data), own_process=True),
+                       data)
 
 
 def titles(hits: list[dict]) -> list[str]:

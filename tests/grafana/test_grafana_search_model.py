@@ -5,8 +5,7 @@ users, teams and roles, stars; random parameter combinations from hypothesis."""
 from __future__ import annotations
 
 import random
-import sqlite3
-from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -14,14 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
-import config as config_module
 from app import create_app
 from services.grafana import identity as ident_svc
 from services.grafana import objects
 from services.grafana.common import Caller
 from services.grafana.perms import PermissionItem, replace_entries
 from storage.grafana import objects as store
-from storage.db import DB_FILENAME, Database
 
 WORDS = ["alpha", "Alpha", "beta", "Beta", "gamma", "ZETA", "_x", "Ünï", "pay", "Pay"]
 TAGS = ["a", "b", "c", "B", "prod", "x y"]
@@ -29,14 +26,14 @@ USERS = {"admin": ("admin", "Admin"), "ed": ("ed-pass", "Editor"), "vi": ("vi-pa
          "vt": ("vt-pass", "Viewer"), "no": ("no-pass", "None")}
 
 
-def build(data_dir: Path, seed: int = 11) -> dict:
+def build(state: Any, seed: int = 11) -> dict:
+    """The random world, written through the services' own functions into `state` (an
+    opened store of storage/shared)."""
     rng = random.Random(seed)
-    db = Database(str(data_dir), synchronous="off")
-    db.open()
     admin = Caller(user_id=1, login="admin", org_id=1, role="Admin", is_server_admin=True)
     from services.grafana.auth import bootstrap, hash_password
 
-    def fill(conn: sqlite3.Connection) -> dict:
+    def fill(conn: Any) -> dict:
         bootstrap(conn, "admin", "admin")
         ids = {"admin": 1}
         for login, (password, role) in USERS.items():
@@ -82,9 +79,7 @@ def build(data_dir: Path, seed: int = 11) -> dict:
                 store.star(conn, ids[login], store.by_uid(conn, 1, uid)["id"])
         return {"ids": ids, "team": team}
 
-    out = db.write_sync(fill)
-    db.close()
-    return out
+    return state.write_sync(fill)
 
 
 def ascii_lower(text: str) -> str:
@@ -96,8 +91,7 @@ def ascii_lower(text: str) -> str:
 class Model:
     """Everything read back from the database; search answered the way the spec describes."""
 
-    def __init__(self, path: Path, ids: dict, team: int):
-        conn = sqlite3.connect(path)
+    def __init__(self, conn: Any, ids: dict, team: int):
         self.rows = [dict(zip(("id", "uid", "title", "is_folder", "parent_id"), r))
                      for r in conn.execute("SELECT id, uid, title, is_folder, parent_id "
                                            "FROM gf_dashboard")]
@@ -179,13 +173,14 @@ class Model:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(grafana_store, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("grafana-model")
-    built = build(data_dir)
-    model = Model(data_dir / DB_FILENAME, built["ids"], built["team"])
-    cfg = config_module.config_from_dict({"common": {"path_prefix": str(data_dir)},
-                                          "grafana": {"admin_password": "admin"}})
+    cfg = grafana_store.config(data_dir)
     with TestClient(create_app(cfg)) as client:
+        # built beside the running app in its own store, then read back once for the model
+        state = client.app.state.services.shared
+        built = build(state)
+        model = state.read_sync(Model, built["ids"], built["team"])
         yield client, model, built["ids"]
 
 

@@ -4,24 +4,19 @@ fewer (an older release's 100,000) still logs in (issue 27)."""
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 
 from services.grafana.auth import PBKDF2_ITERATIONS
 
 
-def _hash_of(data, login: str) -> str:
-    db = sqlite3.connect(f"file:{data / 'logstore.db'}?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT password_hash FROM gf_user WHERE login = ?", (login,)).fetchone()[0]
-    finally:
-        db.close()
+def _hash_of(fx, login: str) -> str:
+    return fx.state.read_sync(lambda conn: conn.execute(
+        "SELECT password_hash FROM gf_user WHERE login = ?", (login,)).fetchone()[0])
 
 
-def test_new_passwords_take_600k_rounds_and_old_hashes_still_log_in(fresh, tmp_path):
-    data = tmp_path / "data"
+def test_new_passwords_take_600k_rounds_and_old_hashes_still_log_in(fresh):
     carol = fresh.post("/api/admin/users", {"login": "carol", "email": "carol@example.com",
                                             "password": "carol-pw"}).json()["id"]
-    scheme, rounds, salt, digest = _hash_of(data, "carol").split("$")
+    scheme, rounds, salt, digest = _hash_of(fresh, "carol").split("$")
     assert (scheme, int(rounds)) == ("pbkdf2_sha256", 600_000) == ("pbkdf2_sha256",
                                                                     PBKDF2_ITERATIONS)
     assert hashlib.pbkdf2_hmac("sha256", b"carol-pw", salt.encode(), 600_000).hex() == digest
@@ -32,10 +27,8 @@ def test_new_passwords_take_600k_rounds_and_old_hashes_still_log_in(fresh, tmp_p
         "sha256", b"old-pw", old_salt.encode(), 100_000).hex())
     assert fresh.put(f"/api/admin/users/{carol}/password", {"password": "old-pw"}) \
         .status_code == 200
-    db = sqlite3.connect(data / "logstore.db")
-    with db:
-        db.execute("UPDATE gf_user SET password_hash = ? WHERE login = 'carol'", (old,))
-    db.close()
-    assert _hash_of(data, "carol") == old
+    fresh.state.write_sync(lambda conn: conn.execute(
+        "UPDATE gf_user SET password_hash = ? WHERE login = 'carol'", (old,)))
+    assert _hash_of(fresh, "carol") == old
     assert fresh.client.get("/api/search", auth=("carol", "old-pw")).status_code == 200
     assert fresh.client.get("/api/search", auth=("carol", "wrong")).status_code == 401

@@ -2,11 +2,10 @@
 sets an HttpOnly session cookie the Grafana API accepts like Basic auth; state-changing
 requests the cookie authenticates need the session's CSRF token (from the login answer or
 GET /api/user) in X-Grafana-CSRF and a same-host Origin; failed logins are limited as Basic
-ones are; sessions live in SQLite and end at logout."""
+ones are; sessions live in the store of Grafana's objects and end at logout."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,7 @@ from litestar.testing import TestClient
 
 from app import create_app
 from services.grafana.common import Clock
-from storage.db import DB_FILENAME
-from tests.grafana.conftest import ADMIN, ALICE, Fixture, grafana_config
+from tests.grafana.conftest import ADMIN, ALICE, Fixture, Template
 
 BLOCKED = {"message": "too many consecutive incorrect login attempts for user - login for "
                       "user temporarily blocked"}
@@ -26,16 +24,12 @@ ENDED = {"message": "Unauthorized: the session has ended; log in again"}
 HOST = "http://testserver.local"
 
 
-def _app(template, data: Path, prefix: str = "", grafana: dict | None = None) -> TestClient:
+def _app(template: Template, data: Path, prefix: str = "",
+         grafana: dict | None = None) -> TestClient:
     """An app over a copy of the fixture's database (its users exist: no first-start hash),
     to be entered with `with`; opened again on the same `data`, it is the app restarted."""
-    if not data.exists():
-        data.mkdir(parents=True)
-        shutil.copy(template[0] / DB_FILENAME, data / DB_FILENAME)
-    cfg = grafana_config(data)
+    cfg = template.config(data, grafana)
     cfg.server.http_path_prefix = prefix
-    for key, value in (grafana or {}).items():
-        setattr(cfg.grafana, key, value)
     return TestClient(create_app(cfg))
 
 
