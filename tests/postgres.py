@@ -78,7 +78,8 @@ class Server:
 
     def close(self) -> None:
         try:
-            self.stop()
+            if os.path.exists(os.path.join(self.data, "postmaster.pid")):  # still running
+                self.stop()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 

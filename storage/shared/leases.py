@@ -22,6 +22,8 @@ import socket
 import time
 from typing import Any
 
+from logql.errors import StoreUnavailable
+
 log = logging.getLogger("logstore.leases")
 
 LEASE_SECONDS = 15.0
@@ -108,8 +110,13 @@ class SharedLeases:
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
         self._renewed.clear()
-        await self.state.write(lambda conn: conn.execute(
-            "DELETE FROM leases WHERE holder = ?", (self.node,)))
+        try:
+            await self.state.write(lambda conn: conn.execute(
+                "DELETE FROM leases WHERE holder = ?", (self.node,)))
+        except StoreUnavailable as exc:
+            # stopping goes on: the leases expire by themselves
+            log.warning("could not release the leases, they expire in %s s: %s",
+                        self.seconds, exc)
 
     def held(self) -> list[str]:
         """The leases this node holds now (renewed within the time it trusts them)."""

@@ -187,10 +187,14 @@ class PostgresState:
             raw = self._conn()
             begun = False
             try:
-                if not transaction:
-                    return fn(Connection(raw), *args)
                 with raw.transaction():
-                    begun = True
+                    if transaction:
+                        begun = True
+                    else:
+                        # a read sees one snapshot, as a SQLite reader does, and never
+                        # conflicts with a writer
+                        raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, "
+                                    "READ ONLY")
                     return fn(Connection(raw), *args)
             except (errors.SerializationFailure, errors.DeadlockDetected):
                 if attempt == CONFLICT_RETRIES - 1:

@@ -194,3 +194,22 @@ def test_copy_to_clickhouse_moves_the_shared_state_into_postgresql(tmp_path, pos
                    json={"dashboard": {"uid": "d3", "title": "Third"}})
         assert r.status_code == 200, r.text
         assert r.json()["id"] > max(h["id"] for h in want["/api/search"])
+
+
+def test_a_node_stops_cleanly_while_postgresql_is_away(tmp_path):
+    pg = start_server()  # its own: this test stops it
+    try:
+        node = LogstoreServer(tmp_path / "data", _config(tmp_path, pg.fresh_database()))
+        node.start()
+        import psycopg
+        with psycopg.connect(pg.url(node.extra["storage"]["shared"]["url"].rsplit("/", 1)[1]),
+                             autocommit=True) as conn:
+            assert [r[0] for r in conn.execute("SELECT name FROM leases")] != []
+        pg.stop()
+        assert httpx.get(node.url + "/ready").status_code == 503  # the state: it is away
+        node.stop()
+        assert node.proc.returncode == 0, node.log_path.read_text()[-3000:]
+        assert "could not release the leases" in node.log_path.read_text()
+    finally:
+        node.stop()
+        pg.close()
