@@ -81,6 +81,18 @@ def _shared_database(name: str) -> str | None:
     return _postgres.url(name)
 
 
+def clickhouse_config(data_dir: Path | None, own_process: bool = False) -> dict[str, Any]:
+    """`storage.backend: clickhouse` alone, in a database named after `data_dir` (an app
+    opened again on it finds its data)."""
+    assert data_dir is not None
+    name = "t_" + hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
+    if SERVER_URL:
+        url = SERVER_URL
+    else:
+        url = "chdb://" + (f"{Path(data_dir).resolve()}-chdb" if own_process else _embedded())
+    return {"backend": "clickhouse", "clickhouse": {"url": url, "database": name}}
+
+
 def storage_config(state: str | None, data_dir: Path | None = None,
                    own_process: bool = False) -> dict[str, Any]:
     """The `storage` settings a state runs with (none outside the matrix). The clickhouse
@@ -89,15 +101,8 @@ def storage_config(state: str | None, data_dir: Path | None = None,
     if state is None:
         return {}
     if state == CLICKHOUSE:
-        assert data_dir is not None
-        name = "t_" + hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
-        if SERVER_URL:
-            url = SERVER_URL
-        else:
-            url = "chdb://" + (f"{Path(data_dir).resolve()}-chdb" if own_process
-                               else _embedded())
-        cfg = {"backend": "clickhouse", "clickhouse": {"url": url, "database": name}}
-        shared = _shared_database(name)
+        cfg = clickhouse_config(data_dir, own_process)
+        shared = _shared_database(cfg["clickhouse"]["database"])
         return {**cfg, "shared": {"url": shared}} if shared else cfg
     cfg: dict[str, Any] = {"sealing_enabled": False}
     if state != "head":

@@ -34,7 +34,7 @@ from litestar.testing import TestClient
 import config as config_module
 from app import create_app
 from storage.db import DB_FILENAME
-from tests.storage_matrix import CLICKHOUSE, storage_config
+from tests.storage_matrix import clickhouse_config
 
 STORES = ("sqlite", "postgres")
 # module -> the tests of it that run on PostgreSQL too (None: all of them); see above
@@ -84,7 +84,7 @@ def grafana_config(data_dir: Path, shared_url: str | None = None,
     out: dict[str, Any] = {"common": {"path_prefix": str(data_dir)},
                            "grafana": {"admin_password": "admin", **(grafana or {})}}
     if shared_url:
-        out["storage"] = {**storage_config(CLICKHOUSE, data_dir, own_process),
+        out["storage"] = {**clickhouse_config(data_dir, own_process),
                           "shared": {"url": shared_url}}
     return out
 
