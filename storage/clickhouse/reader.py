@@ -246,7 +246,7 @@ class ClickHouseReader:
         points = [_clamp(p) for p in points]
         plan = rollups.plan(points)
         if plan is not None:
-            return rollups.totals(self.client.query, self.db, self._where,
+            return rollups.totals(self.client, self.db, self._where,
                                   self._by_tenant(stream_ids), plan, None)
         width = points[1] - points[0]
         index_of: dict[int, int] | None = None
@@ -284,7 +284,7 @@ class ClickHouseReader:
             return {}
         plan = rollups.plan([_clamp(p) for p in points])
         if plan is not None:
-            return rollups.totals(self.client.query, self.db, self._where,
+            return rollups.totals(self.client, self.db, self._where,
                                   self._by_tenant(list(group_of)), plan, group_of)
         return add_to_groups({}, self.window_counts(list(group_of), points, want_bytes),
                              group_of, nb)

@@ -14,7 +14,7 @@ None and the caller counts the entries.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from logql.model import MINUTE_NS
 from logql.reading import Totals
@@ -52,11 +52,12 @@ def plan(points: list[int]) -> Plan | None:
     return p
 
 
-def totals(query: Callable[..., list[list[Any]]], db: str, where: Where,
+def totals(client: Any, db: str, where: Where,
            by_tenant: dict[str | None, list[int]], p: Plan,
            group_of: dict[int, int] | None) -> Totals:
     """Lines and bytes per bucket keyed (stream, metadata), or with `group_of` (stream id ->
-    group number) keyed (group, "") and summed by ClickHouse."""
+    group number) keyed (group, "") and summed by ClickHouse. `client`: the reader's, with
+    `query` (rows) and `query_arrow` (columns)."""
     out: Totals = {}
     nb = p.nb
 
@@ -78,9 +79,10 @@ def totals(query: Callable[..., list[list[Any]]], db: str, where: Where,
                   "toUInt64(0)), ''"
             kparams = {"gs": ids, "gv": [group_of[s] for s in ids]}
         params = {**params, **kparams}
-        for k, md, i, n, b in _minutes(query, db, clause, params, key, p):
-            add(k, md, i, n, b)
-        for k, md, j, n, b in _edges(query, db, clause, params, key, p):
+        rows, index = _minutes(client.query_arrow, db, clause, params, key, p)
+        for k, md, i, n, b in rows:
+            add(k, md, i if index is None else index[i], n, b)
+        for k, md, j, n, b in _edges(client.query, db, clause, params, key, p):
             if j > 0:
                 add(k, md, j - 1, n, b)
             if j < nb:
@@ -88,12 +90,14 @@ def totals(query: Callable[..., list[list[Any]]], db: str, where: Where,
     return out
 
 
-def _minutes(query: Callable[..., list[list[Any]]], db: str, clause: str,
-             params: dict[str, Any], key: str, p: Plan) -> list[tuple]:
-    """(key, metadata, bucket, lines, bytes) of the whole minutes [floors[i], floors[i+1])."""
+def _minutes(query_arrow: Callable[..., Any], db: str, clause: str,
+             params: dict[str, Any], key: str, p: Plan
+             ) -> tuple[Iterable[tuple], dict[int, int] | None]:
+    """(key, metadata, bucket, lines, bytes) rows of the whole minutes [floors[i],
+    floors[i+1]), and the bucket of each bucket value when it is not the bucket itself."""
     f = p.floors
     if f[0] >= f[-1]:
-        return []
+        return [], None
     width = f[1] - f[0]
     if width > 0 and all(b - a == width for a, b in zip(f, f[1:])):
         bucket, extra, index = "intDiv(minute - {f0:Int64}, {w:Int64})", {"w": width}, None
@@ -102,12 +106,22 @@ def _minutes(query: Callable[..., list[list[Any]]], db: str, clause: str,
         # points share a minute; only the last of them starts a bucket with minutes in it)
         bucket, extra = "roundDown(minute, {fs:Array(Int64)})", {"fs": f[:-1]}
         index = {x: i for i, x in enumerate(f[:-1])}
-    rows = query(f"SELECT {key}, {bucket} AS i, sum(lines), sum(bytes) FROM {db}.rollups "
-                 f"WHERE {clause} AND minute >= {{f0:Int64}} AND minute < {{fn:Int64}} "
-                 "GROUP BY 1, 2, i", {**params, **extra, "f0": f[0], "fn": f[-1]})
-    if index is None:
-        return [tuple(r) for r in rows]
-    return [(k, md, index[i], n, b) for k, md, i, n, b in rows]
+    # a row per series and bucket (1,440 a series for a day at step 1m): as columns, which
+    # came back in a third of the time JSON rows took
+    table = query_arrow(
+        f"SELECT {key}, {bucket} AS i, sum(lines), sum(bytes) FROM {db}.rollups "
+        f"WHERE {clause} AND minute >= {{f0:Int64}} AND minute < {{fn:Int64}} "
+        "GROUP BY 1, 2, i", {**params, **extra, "f0": f[0], "fn": f[-1]})
+    return zip(*(_values(column) for column in table.columns)), index
+
+
+def _values(column: Any) -> list[Any]:
+    """A column's Python values; String as str, whether it came as Arrow text or binary (a
+    server sends binary unless told otherwise)."""
+    import pyarrow as pa
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        column = column.cast(pa.large_string())
+    return column.to_pylist()
 
 
 def _edges(query: Callable[..., list[list[Any]]], db: str, clause: str,

@@ -60,12 +60,14 @@ class _Statements:
 
     def __init__(self, monkeypatch, store):
         self.sql: list[str] = []
-        run = store.client.query
+        for name in ("query", "query_arrow"):
+            monkeypatch.setattr(store.client, name, self._recorded(getattr(store.client, name)))
 
+    def _recorded(self, run):
         def query(sql, params=None, settings=None):
             self.sql.append(sql)
             return run(sql, params, settings)
-        monkeypatch.setattr(store.client, "query", query)
+        return query
 
     def tables(self) -> set[str]:
         """The log tables read (rollups, entries), each entries read that is not a
