@@ -2,9 +2,10 @@
 
 Stream selection reads the stream index (storage/clickhouse/index.py); lines come from
 `entries` with the line conditions rendered as ClickHouse string functions, in `(ts, seq)`
-order page by page; counts are `count()` and `sum(bytes)` per bucket, computed by
-ClickHouse over the entries (the ordering key starts with tenant and stream, so a read
-touches only the granules of the streams asked for). What retention and delete requests
+order page by page; counts come from the per-minute rollups where the buckets allow
+(storage/clickhouse/rollups.py), else `count()` and `sum(bytes)` per bucket over the entries
+(the ordering key starts with tenant and stream, so a read touches only the granules of the
+streams asked for). What retention and delete requests
 hide is taken out by services/read/visibility.py, over this as over SQLite.
 """
 
@@ -21,6 +22,7 @@ from logql.errors import QueryTimeout, StoreUnavailable
 from logql.model import MINUTE_NS, TS_MAX, TS_MIN
 from logql.reading import (LineColumns, LineConditions, Row, ScanCounts, Totals, add_to_groups,
                            ci_testable)
+from storage.clickhouse import rollups
 from storage.clickhouse.index import StreamIndex
 from storage.streams import Matcher, TenantSet
 
@@ -34,8 +36,6 @@ HOUR_NS = 3600 * 10**9
 # condition that starts a page after the last row of the one before
 _STREAM_ORDER = ("stream_id, ts, seq",
                  "(stream_id, ts, seq) > ({asid:UInt64}, {at:Int64}, {aseq:UInt64})")
-# the block window index/stats counts chunks in (storage.block_window's default)
-SEGMENT_NS = 3600 * 10**9
 
 
 def _clamp(x: int) -> int:
@@ -131,7 +131,9 @@ class _Bounded:
 class ClickHouseReader:
     """A `Reader` over one ClickHouse database, under an optional deadline."""
 
-    count_granularity = 1  # counts are computed from the entries at any point
+    # counts are exact at any point (the entries are counted where the rollups' minutes do
+    # not answer), so the engine's grids are never widened to minutes for this reader
+    count_granularity = 1
 
     def __init__(self, client: Any, db: str, deadline: float | None = None):
         self.client, self.db, self.deadline = _Bounded(client, self), db, deadline
@@ -242,6 +244,10 @@ class ClickHouseReader:
         if nb <= 0 or not stream_ids:
             return {}
         points = [_clamp(p) for p in points]
+        plan = rollups.plan(points)
+        if plan is not None:
+            return rollups.totals(self.client, self.db, self._where,
+                                  self._by_tenant(stream_ids), plan, None)
         width = points[1] - points[0]
         index_of: dict[int, int] | None = None
         if all(b - a == width for a, b in zip(points, points[1:])):
@@ -276,6 +282,10 @@ class ClickHouseReader:
         nb = len(points) - 1
         if nb <= 0 or not group_of:
             return {}
+        plan = rollups.plan([_clamp(p) for p in points])
+        if plan is not None:
+            return rollups.totals(self.client, self.db, self._where,
+                                  self._by_tenant(list(group_of)), plan, group_of)
         return add_to_groups({}, self.window_counts(list(group_of), points, want_bytes),
                              group_of, nb)
 
@@ -285,10 +295,8 @@ class ClickHouseReader:
         total = 0
         for tenant, ids in self._by_tenant(stream_ids).items():
             where, params = self._where(tenant, ids)
-            rows = self.client.query(
-                f"SELECT uniqExact(stream_id, intDiv(ts, {SEGMENT_NS})) FROM {self.db}.entries "
-                f"WHERE {where} AND ts >= {{s:Int64}} AND ts <= {{e:Int64}}",
-                {**params, "s": _clamp(start), "e": _clamp(end)})
+            sql, bounds = rollups.hours_sql(self.db, where, _clamp(start), _clamp(end))
+            rows = self.client.query(sql, {**params, **bounds})
             total += rows[0][0] if rows else 0
         return total
 

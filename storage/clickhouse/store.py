@@ -292,8 +292,10 @@ class ClickHouseLogs:
 
     def compact(self) -> None:
         """Merge every table's parts now (/flush): what merges would do in time, lines
-        pushed twice by two nodes collapsed with them."""
-        for table in ("entries", "streams", "stream_labels"):
+        pushed twice by two nodes collapsed with them (the rollups keep counting such a
+        line twice: docs/scale-out.md), each rollup key summed to one row, and keys
+        whose lines were all deleted gone."""
+        for table in ("entries", "streams", "stream_labels", "rollups"):
             self.client.command(f"OPTIMIZE TABLE {self.db}.{table} FINAL")
 
     def tenant_counts(self) -> dict[str, int]:
