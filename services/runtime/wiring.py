@@ -63,11 +63,15 @@ def clickhouse_collector(logs: "ClickHouseLogs") -> ScrapeCollector:
         "clickhouse).", size))
 
 
-def clickhouse_logs(st: StorageConfig) -> "ClickHouseLogs":
+def clickhouse_logs(st: StorageConfig, shared: Any = None) -> "ClickHouseLogs":
     from storage.clickhouse.store import ClickHouseLogs, Target  # only this backend needs it
     ch = st.clickhouse
-    return ClickHouseLogs(Target(ch.url, ch.database, ch.user,
-                                 os.environ.get(ch.password_env, ""), ch.cluster))
+    target = Target(ch.url, ch.database, ch.user, os.environ.get(ch.password_env, ""),
+                    ch.cluster)
+    if shared is None:
+        return ClickHouseLogs(target)
+    # nodes starting together migrate ClickHouse one after the other
+    return ClickHouseLogs(target, lambda: shared.exclusive("logstore clickhouse migrations"))
 
 
 def lease_collector(leases: SharedLeases, names: Sequence[str]) -> ScrapeCollector:
@@ -110,7 +114,7 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     # storage.backend: clickhouse keeps the log data there: the sealer and the query
     # workers (which read the SQLite file) do not run, the pattern miner reads new lines
     # and the compactor removes them there (docs/scale-out.md)
-    logs = clickhouse_logs(st) if st.backend == "clickhouse" else None
+    logs = clickhouse_logs(st, remote_state) if st.backend == "clickhouse" else None
     metrics = Metrics(db.size_bytes, lambda: db.commits, build=build_labels,
                       loki_build=loki_build_labels)
     if logs is not None:
@@ -167,8 +171,10 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     lifecycle = [
         # first to stop: a prepared shutdown seals the head while the sealer still runs
         Lifecycle(stop=shutdown.on_stop),
-        *([Lifecycle(start=logs.start)] if logs else []),
+        # the shared state first: a node without it does not start, and ClickHouse's
+        # migrations take a lock there
         *([Lifecycle(start=remote_state.start)] if remote_state else []),
+        *([Lifecycle(start=logs.start)] if logs else []),
         Lifecycle(start=grafana.start),
         Lifecycle(sealer.start, sealer.stop),
         Lifecycle(limits.start, limits.stop),

@@ -10,6 +10,7 @@ holds a line at or after its timestamp is looked up by the ordering key first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import re
@@ -17,8 +18,9 @@ import threading
 import time
 from collections import ChainMap
 from importlib import resources
-from typing import Any, Callable, Mapping, MutableMapping, Sequence, TypeVar
+from typing import Any, Callable, ContextManager, Mapping, MutableMapping, Sequence, TypeVar
 
+from logql.errors import StoreUnavailable
 from logql.reading import utf8_len
 from storage.clickhouse.client import UNREACHABLE, Client, ClickHouseError, Target
 from storage.clickhouse.index import StreamIndex, stream_id
@@ -49,8 +51,12 @@ def migration_files() -> list[tuple[int, str, str]]:
 class ClickHouseLogs:
     """The log store of one ClickHouse database."""
 
-    def __init__(self, target: Target):
+    def __init__(self, target: Target,
+                 migrating: Callable[[], ContextManager[Any]] = contextlib.nullcontext):
         self.target = target
+        # held while migrating: nodes of a cluster that start together must not each run
+        # a migration (0002's backfill twice would count every line twice)
+        self.migrating = migrating
         self.db = target.database
         self.client = Client(target)
         self.index = StreamIndex(self.client, self.db)
@@ -70,6 +76,12 @@ class ClickHouseLogs:
     def open(self) -> list[str]:
         """Connect and bring the schema up to date; the names of the migrations applied."""
         self.client.open()
+        with self.migrating():
+            applied = self._migrate()
+        self.available = True
+        return applied
+
+    def _migrate(self) -> list[str]:
         on_cluster = f" ON CLUSTER {self.target.cluster}" if self.target.cluster else ""
         self.client.command(f"CREATE DATABASE IF NOT EXISTS {self.db}{on_cluster}")
         self.client.command(
@@ -90,7 +102,6 @@ class ClickHouseLogs:
             self.client.insert(f"{self.db}.schema_version", ("version", "name"),
                                [(version, name)])
             applied.append(name)
-        self.available = True
         return applied
 
     def close(self) -> None:
@@ -119,7 +130,7 @@ class ClickHouseLogs:
             await asyncio.sleep(RETRY_SECONDS)
             try:
                 await asyncio.to_thread(self.open)
-            except ClickHouseError as exc:
+            except StoreUnavailable as exc:  # ClickHouse, or the lock its migrations take
                 log.warning("ClickHouse still not reachable: %s", exc)
         log.info("ClickHouse reachable again")
 

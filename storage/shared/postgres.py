@@ -15,6 +15,7 @@ opened again on the next use.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -24,7 +25,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from logql.errors import StoreUnavailable
 
@@ -235,6 +236,18 @@ class PostgresState:
         except StoreUnavailable as exc:
             return str(exc)
         return None
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Held by one node of the cluster at a time (a PostgreSQL advisory lock on a
+        connection of its own, let go with it): work such as another store's migrations,
+        which nodes starting together must not each do."""
+        raw = self._connect()
+        try:
+            raw.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+            yield
+        finally:
+            raw.close()
 
     # -- lifetime --------------------------------------------------------------------------
     def open(self) -> list[str]:

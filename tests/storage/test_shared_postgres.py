@@ -7,6 +7,8 @@ suites keep their shared state in it in the storage matrix's clickhouse state.""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 import yaml
@@ -213,3 +215,53 @@ def test_a_node_stops_cleanly_while_postgresql_is_away(tmp_path):
     finally:
         node.stop()
         pg.close()
+
+
+def test_nodes_starting_together_migrate_clickhouse_one_after_the_other(
+        tmp_path, postgres_url, monkeypatch):
+    """Migration 0002 fills the rollups from the lines already stored: two nodes running it
+    at once would count every line twice. While another node holds the migration lock (a
+    PostgreSQL advisory lock), a starting node waits and applies nothing; then it applies
+    each migration once."""
+    import threading
+
+    from litestar.testing import TestClient
+
+    import storage.clickhouse.store as store_module
+    from app import create_app
+    from storage.shared.postgres import PostgresState
+
+    data = {**_config(tmp_path, postgres_url), "common": {"path_prefix": str(tmp_path / "d")}}
+    first = [m for m in store_module.migration_files() if m[0] == 1]
+    t = now_ns() - 60 * NS
+    with monkeypatch.context() as m:
+        m.setattr(store_module, "migration_files", lambda: first)
+        with TestClient(create_app(config_module.config_from_dict(data))) as c:
+            r = c.post(PUSH, content=push_body({"app": "a"}, [[str(t + i), f"l{i}"]
+                                                              for i in range(5)]),
+                       headers=JSON_HEADERS)
+            assert r.status_code == 204, r.text
+    cfg = config_module.config_from_dict(data)
+    other, starting = PostgresState(postgres_url), PostgresState(postgres_url)
+    from services.runtime.wiring import clickhouse_logs
+    store = clickhouse_logs(cfg.storage, starting)
+    applied: list[str] = []
+    try:
+        with other.exclusive("logstore clickhouse migrations"):
+            opener = threading.Thread(target=lambda: applied.extend(store.open()))
+            opener.start()
+            deadline = time.monotonic() + 30
+            while not other.read_sync(lambda conn: conn.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND NOT granted").fetchone()[0]):
+                assert time.monotonic() < deadline, "the starting node never waited"
+                time.sleep(0.02)  # polling for the state: the node waits for the lock
+            assert store.client.query(
+                f"SELECT version FROM {store.db}.schema_version") == [[1]]
+        opener.join(60)
+        assert applied == ["0002_rollups.sql"]
+        assert store.client.query(f"SELECT sum(lines) FROM {store.db}.rollups") == [[5]]
+    finally:
+        store.close()
+        other.close()
+        starting.close()
