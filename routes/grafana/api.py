@@ -26,6 +26,9 @@ from routes.deps import Ctx
 
 def handle_unexpected(request: Request, exc: Exception) -> Response:
     """Grafana's JSON for what routes/errors.py logs and answers as text elsewhere."""
+    if isinstance(exc, OverflowError):
+        # an id past 64 bits in the path or the body: Grafana's parser refuses it (400)
+        return ok({"message": "bad request data"}, 400)
     request_id = log_internal_error(request, exc)
     message = "Search failed" if request.url.path.rstrip("/") == "/api/search" else \
         INTERNAL_ERROR

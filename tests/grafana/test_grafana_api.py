@@ -477,3 +477,16 @@ def test_token_expires_after_seconds_to_live(fresh, monkeypatch):
     assert (listed["hasExpired"], listed["secondsUntilExpiration"]) == (True, 0)
     # a token without secondsToLive does not expire
     assert fresh.search("", "SV").status_code == 200
+
+
+def test_an_id_past_64_bits_is_a_bad_request_not_a_server_error(fx):
+    """Grafana parses ids as 64-bit integers and answers 400 for one past that range; the
+    stores cannot bind it (tests/grafana/test_shared_postgres.py), which must not be a 500."""
+    big = 2 ** 64
+    for method, path, body in (
+            ("PATCH", f"/api/org/users/{big}", {"role": "Viewer"}),
+            ("GET", f"/api/serviceaccounts/{big}", None),
+            ("POST", "/api/dashboards/uid/prod-overview/permissions",
+             {"items": [{"userId": big, "permission": 1}]})):
+        r = fx.client.request(method, path, json=body, auth=("admin", "admin"))
+        assert (r.status_code, r.json()) == (400, {"message": "bad request data"}), path
