@@ -40,10 +40,12 @@ run: $(VENV)/.installed-run
 
 # one run: the read tests run once per storage state they are in (head, sealed, split; the
 # storage matrix of tests/conftest.py and tests/storage_matrix.py)
-# two pytest workers (pytest-xdist), a module's tests on one worker so its shared server or
+# pytest workers (pytest-xdist), a module's tests on one worker so its shared server or
 # browser starts once: the suite is Python work on one core per process, and took 14.5 min
-# on the 2-core machine in one process, 8.7 min in two
-TEST_WORKERS ?= 2
+# on the 2-core machine in one process, 8.7 min in two. Three since the suite starts real
+# servers (logstore, PostgreSQL, Alertmanager, Chromium) and waits on them: two workers used
+# 24 of the 30 CPU-minutes a 15-minute run on two cores offers
+TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
 
