@@ -100,7 +100,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    # `make test` hands modules to its two workers in this order (--dist loadscope): the
+    # `make test` hands modules to its workers in this order (--dist loadscope): the
     # longest start first, so the workers finish together instead of one ending alone on a
     # long module collected last
     items.sort(key=lambda item: LONG_MODULES.get(item.path.relative_to(ROOT).as_posix(), 0),
