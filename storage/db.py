@@ -57,8 +57,14 @@ def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> 
 
 def migration_files() -> list[tuple[int, str, str]]:
     """(version, name, sql) of every file in migrations/, in order."""
+    return migrations_in(importlib.resources.files("migrations"))
+
+
+def migrations_in(folder: Any) -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every `NNNN_name.sql` in a package folder, in order: the
+    SQLite file's, ClickHouse's and the shared state's migrations alike."""
     found = []
-    for res in importlib.resources.files("migrations").iterdir():
+    for res in folder.iterdir():
         name = res.name
         if name.endswith(".sql") and name[:4].isdigit():
             found.append((int(name[:4]), name, res.read_text(encoding="utf-8")))

@@ -26,7 +26,7 @@ from storage.clickhouse.client import UNREACHABLE, Client, ClickHouseError, Targ
 from storage.clickhouse.index import StreamIndex, stream_id
 from storage.clickhouse.reader import ClickHouseReader
 from storage.clickhouse.removal import ClickHouseRemoval
-from storage.db import next_batch, settle
+from storage.db import migrations_in, next_batch, settle
 from storage.entries import AppendResult, PreparedStream
 from storage.streams import Matcher, TenantSet
 
@@ -34,18 +34,11 @@ T = TypeVar("T")
 log = logging.getLogger("logstore.clickhouse")
 RETRY_SECONDS = 5
 
-_MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 ENTRY_COLUMNS = ("tenant", "stream_id", "ts", "hash", "seq", "line", "metadata", "bytes")
 
 
 def migration_files() -> list[tuple[int, str, str]]:
-    folder = resources.files("storage.clickhouse") / "migrations"
-    found = []
-    for item in folder.iterdir():
-        m = _MIGRATION.match(item.name)
-        if m:
-            found.append((int(m.group(1)), item.name, item.read_text()))
-    return sorted(found)
+    return migrations_in(resources.files("storage.clickhouse") / "migrations")
 
 
 class ClickHouseLogs:

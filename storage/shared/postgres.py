@@ -28,6 +28,7 @@ from importlib import resources
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from logql.errors import StoreUnavailable
+from storage.db import migrations_in
 
 log = logging.getLogger("logstore.shared")
 
@@ -44,12 +45,7 @@ class SharedStateTooNew(Exception):
 
 
 def migration_files() -> list[tuple[int, str, str]]:
-    folder = resources.files("storage.shared") / "migrations"
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            found.append((int(entry.name.split("_", 1)[0]), entry.name, entry.read_text()))
-    return sorted(found)
+    return migrations_in(resources.files("storage.shared") / "migrations")
 
 
 # -- the SQLite dialect, as PostgreSQL ----------------------------------------------------------
