@@ -107,16 +107,16 @@ def pytest_collection_modifyitems(config, items) -> None:
                reverse=True)
 
 
-# seconds of the longest modules on two workers (pytest --durations), longest first
+# seconds of the longest modules (pytest --durations=0, three workers), longest first
 LONG_MODULES = {
-    "tests/api/test_openapi.py": 96, "tests/patterns/test_patterns.py": 46,
-    "tests/query/test_reader_deadline.py": 38, "tests/storage/test_sealing.py": 38,
-    "tests/test_dist.py": 33, "tests/read/test_query_limits.py": 27,
-    "tests/api/test_fuzz_http.py": 24, "tests/storage/test_shared_postgres.py": 22,
-    "tests/shared/test_two_nodes.py": 22, "tests/multitenant/test_multitenant.py": 16,
-    "tests/legacy/test_legacy.py": 15, "tests/read/test_read_paths_deletion.py": 15,
-    "tests/query/test_summed_scan.py": 14, "tests/read/test_index_volume.py": 13,
-    "tests/upkeep/test_shutdown.py": 13,
+    "tests/api/test_openapi.py": 66, "tests/otlp/test_otlp.py": 54,
+    "tests/patterns/test_patterns.py": 46, "tests/read/test_metadata_api.py": 43,
+    "tests/multitenant/test_multitenant.py": 39, "tests/legacy/test_legacy.py": 37,
+    "tests/storage/test_sealing.py": 24, "tests/read/test_index_volume.py": 24,
+    "tests/api/test_loki_paths.py": 22, "tests/api/test_go_integers.py": 19,
+    "tests/storage/test_shared_postgres.py": 19, "tests/read/test_read_paths_deletion.py": 19,
+    "tests/test_dist.py": 17, "tests/query/test_dense_windows.py": 17,
+    "tests/shared/test_two_nodes.py": 15, "tests/storage/test_blocks.py": 15,
     # tests/grafana stays where it is: its tests are ordered by the store they share
 }
 

@@ -18,10 +18,12 @@ NS = 10**9
 def conn(tmp_path):
     conn = connect(str(tmp_path / "logstore.db"))
     migrate(conn)
+    conn.execute("BEGIN")  # one commit, not one synced commit per row
     conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
                  "VALUES (1, 'fake', '{app=\"a\"}', 1, 0, 1)")
     conn.executemany("INSERT INTO entries (stream_id, ts, hash, line) VALUES (1, ?, ?, ?)",
                      ((i * 1000, i, f"line {i}") for i in range(60_000)))
+    conn.execute("COMMIT")
     yield conn
     conn.close()
 

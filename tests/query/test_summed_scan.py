@@ -5,9 +5,11 @@ that keeps a series per stream; the shapes it cannot answer exactly go the gener
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
+from tests.helpers import JSON_HEADERS, PUSH
 from tests.query.conftest import OLD_DATA, push
 
 T = 1_700_000_000 * 10**9
@@ -21,6 +23,7 @@ def stored(tmp_path_factory, storage_state):
 
     with matrix_client(tmp_path_factory.mktemp("summed") / "data", OLD_DATA,
                        storage_state) as c:
+        streams = []   # one push: on ClickHouse each push is an insert of its own
         for i in range(STREAMS):
             labels = {"env": "prod", "app": f"a{i % 7}", "pod": f"p{i}"}
             if i % 10 == 0:
@@ -32,7 +35,9 @@ def stored(tmp_path_factory, storage_state):
                                                 f"level=debug pod={i} err=none"])]
             if i % 3 == 0:
                 values[0].append({"trace_id": f"t{i}", "app": "from-metadata"})
-            push(c, labels, values)
+            streams.append({"stream": labels, "values": values})
+        r = c.post(PUSH, content=json.dumps({"streams": streams}), headers=JSON_HEADERS)
+        assert r.status_code == 204, r.text
         # lines exactly on window edges (steps are minutes from the epoch): (lo, hi]
         edge = T - T % (60 * S)
         push(c, {"env": "prod", "app": "a1", "pod": "edge"},

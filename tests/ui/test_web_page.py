@@ -228,8 +228,11 @@ def tailed(driver) -> list[str]:
 
 
 def search_titles(driver) -> list[str]:
-    return [e.text.replace(" \u2605", "") for e in
-            driver.find_elements(By.CSS_SELECTOR, "#search-results td.title")]
+    # read in one script: the page re-renders the results while a search is typed, and an
+    # element found by one WebDriver call can be gone by the next (a stale element)
+    return [t.replace(" \u2605", "") for t in driver.execute_script(
+        "return [...document.querySelectorAll('#search-results td.title')]"
+        ".map(e => e.innerText.trim())")]
 
 
 def test_search_as_a_viewer_finds_dashboards_but_not_a_folder_it_may_not_see(ui_server, browser):
