@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 from urllib.parse import urlencode, urlsplit
 
@@ -44,6 +45,22 @@ def _metric(url: str, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     raise AssertionError(f"{name} not in /metrics")
+
+
+def in_thread(fn) -> tuple[threading.Thread, list]:
+    """fn() started on a thread; the list gets what it returned or raised, which the test's
+    own thread then checks (an assertion inside a thread would be lost)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
 
 
 def _open_slow_query(url: str, tenant: str, now: int) -> socket.socket:
