@@ -26,6 +26,7 @@ from logql.errors import QueryError
 from logql.syntax import ast as A
 from logql.plan import LogPlan, compile_log_query, compile_unwrap
 from logql.pipeline.builder import LabelsBuilder
+from logql.pipeline.json_parser import JsonNumberGate
 from logql.engine.results import QueryStats, categorized_labels, categorized_result, streams_result
 from logql.reading import Reader, Scan
 
@@ -104,8 +105,20 @@ class _Feed:
                         yield ts, line, lab
             return
         pipes: dict[int, Any] = {}
+        gate = plan.pipeline.stages[0]
+        if type(gate) is not JsonNumberGate:
+            gate = None
+        gated: dict[tuple[int, str | None], bool] = {}
         for rows in self.batches(backward, ordered, limited):
             for _id, sid, ts, line, md in rows:
+                if gate is not None:
+                    # the gate alone first, without the labels a pipeline resets per line:
+                    # most lines of `| json | status >= 500` are dropped right here
+                    free = gated.get((sid, md))
+                    if free is None:
+                        free = self._gate_free(gated, md_cache, gate.name, sid, md)
+                    if free and not gate.decides(line):
+                        continue
                 sp = pipes.get(sid)
                 if sp is None:
                     sp = pipes[sid] = plan.pipeline.for_stream(self.labels[sid])
@@ -118,6 +131,17 @@ class _Feed:
                 if out is not None:
                     stats.post_filter_lines += 1
                     yield ts, out[0], out[1]
+
+    def _gate_free(self, gated: dict, md_cache: dict, name: str, sid: int,
+                   md: str | None) -> bool:
+        """Whether neither the stream nor the structured metadata has a label `name`, so
+        JsonNumberGate.decides may judge the lines of (sid, md) by themselves."""
+        free = name not in self.labels[sid] and (
+            md is None or name not in (md_cache.get(md) or _metadata(md_cache, md)))
+        if len(gated) > 100_000:
+            gated.clear()
+        gated[(sid, md)] = free
+        return free
 
     def _fixed(self, fixed: dict, md_cache: dict, sid: int, md: str | None) -> _FixedLabels:
         sm = _metadata(md_cache, md) if md is not None else None

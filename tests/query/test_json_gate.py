@@ -78,3 +78,78 @@ def test_gated_answers_equal_the_parser_and_filter(query, stream):
 def test_other_shapes_have_no_gate(query):
     gated, _ = _pipelines(query)
     assert not any(isinstance(s, JsonNumberGate) for s in gated.stages)
+
+
+# -- through the engine: the gate runs alone over a batch's lines before the pipelines ------
+
+T = 1_700_000_000 * 10**9
+DEEP = '{"a": ' + "[" * 300 + "]" * 300 + ', "status": 200}'
+ENGINE_LINES = TRICKY + [DEEP, '{"a": 1e999, "status": 200}', '{"a": "tab\there", "status": 200}']
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory, storage_state):
+    """The tricky lines and 300 plain ones in a stream without the label, the same in one
+    whose lines carry it (or another name) as structured metadata, and in one that has it
+    as a stream label."""
+    from tests.conftest import engine_reader, matrix_client
+    from tests.helpers import JSON_HEADERS, PUSH
+    from tests.query.conftest import OLD_DATA
+
+    rnd = random.Random(7)
+    lines = ENGINE_LINES + [json.dumps({"status": rnd.choice([200, 404, 500, 503, "502"]),
+                                        "user": {"id": rnd.randint(1, 9)}})
+                            for _ in range(300)]
+    plain = [[str(T + i), line] for i, line in enumerate(lines)]
+    with_md = [[str(T + i), line, {"status": "503"} if i % 3 == 0 else {"other": "1"}]
+               for i, line in enumerate(lines)]
+    streams = [{"stream": {"app": "x", "kind": "plain"}, "values": plain},
+               {"stream": {"app": "x", "kind": "metadata"}, "values": with_md},
+               {"stream": {"app": "x", "kind": "label", "status": "200"}, "values": plain}]
+    with matrix_client(tmp_path_factory.mktemp("gate") / "data", OLD_DATA, storage_state) as c:
+        r = c.post(PUSH, content=json.dumps({"streams": streams}), headers=JSON_HEADERS)
+        assert r.status_code == 204, r.text
+        with engine_reader(c) as make:
+            yield make
+
+
+def _answer(make_reader, query: str, backward: bool, gated: bool, monkeypatch):
+    from logql import plan
+    from logql.engine.logs import evaluate_log_query
+    from logql.engine.results import QueryStats
+    from services.read.visibility import VisibleReader
+
+    from logql.pipeline.stages import StreamPipeline
+
+    piped = []
+    real = StreamPipeline.process
+    monkeypatch.setattr(StreamPipeline, "process",
+                        lambda self, *args: piped.append(1) or real(self, *args))
+    if not gated:
+        monkeypatch.setattr(plan, "_gate_json_numbers", lambda stages: stages)
+    plan._compile_cached.cache_clear()
+    stats = QueryStats()
+    try:
+        out = evaluate_log_query(VisibleReader(make_reader()), "fake", parse_expr(query),
+                                 T, T + 10**9, limit=5000, backward=backward, stats=stats)
+    finally:
+        monkeypatch.undo()
+        plan._compile_cached.cache_clear()
+    return out, stats.post_filter_lines, len(piped)
+
+
+@pytest.mark.parametrize("query, gated_out", [
+    ('{app="x"} | json | status >= 500', 200),
+    ('{app="x"} | json | status < 300', 200),
+    # a third of these lines have the name as metadata: only the rest can be gated
+    ('{app="x", kind="metadata"} | json | status != 503', 20),
+])
+@pytest.mark.parametrize("backward", [True, False])
+def test_the_engine_answers_as_without_the_gate(stored, monkeypatch, query, gated_out,
+                                               backward):
+    plain, kept, piped = _answer(stored, query, backward, False, monkeypatch)
+    gated, gated_kept, gated_piped = _answer(stored, query, backward, True, monkeypatch)
+    # the gate judged most lines before any pipeline saw them
+    assert piped - gated_piped > gated_out
+    assert gated == plain and gated_kept == kept
+    assert plain and sum(len(s["values"]) for s in plain) < 3 * len(ENGINE_LINES) + 900
