@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 from logql.model import MINUTE_NS
 from storage.blocks import codec as B
+from storage.blocks.catalog import insert_block
 
 
 # -- requests --------------------------------------------------------------------------------
@@ -129,13 +130,7 @@ def rewrite_block(conn: sqlite3.Connection, stream_id: int, block_id: int,
     if conn.execute("DELETE FROM blocks WHERE id = ?", (block_id,)).rowcount != 1:
         return None
     if encoded is not None:
-        b = encoded
-        conn.execute(
-            "INSERT INTO blocks (stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, "
-            "flags, aligned, md_names, bloom, keys, lengths, metadata, lines) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (stream_id, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
-             b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines))
+        insert_block(conn, stream_id, encoded)
     return _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in removed])
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from logql.model import Needle
 from storage.blocks import codec as B
+from storage.blocks.catalog import Summary, summaries
 
 Row = tuple  # (id, stream_id, ts, line, metadata)
 # ASCII letters whose Unicode case folding reaches outside ASCII (Kelvin sign, long s)
@@ -37,20 +38,8 @@ PREFETCH_BLOCKS = 256
 # an unordered scan checks the Bloom filters of this many blocks together
 ADMIT_BLOCKS = 4096
 # Bloom filters up to this size (a block of a few hundred lines) come with the summaries
+# (at most storage.blocks.catalog.KEPT_BLOOM_MAX)
 BLOOM_PREFETCH_MAX = 4096
-
-
-@dataclass
-class Summary:
-    id: int
-    stream_id: int
-    min_ts: int
-    max_ts: int
-    rows: int
-    bytes: int
-    flags: int
-    aligned: int
-    md_names: frozenset[str]
 
 
 class Decoded:
@@ -183,35 +172,6 @@ def _block_columns(conn: sqlite3.Connection, block_ids: Sequence[int],
         yield from conn.execute(f"SELECT id, {columns} FROM blocks WHERE id IN "
                                 "(SELECT value FROM json_each(?))",
                                 (_ids(block_ids[i:i + PREFETCH_BLOCKS]),))
-
-
-_SUMMARY_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, aligned, md_names{bloom} "
-                "FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
-                "AND max_ts >= ? AND min_ts < ?{aligned}")
-# length() of a blob reads its size from the record header, not the blob
-_SMALL_BLOOM = ", CASE WHEN length(bloom) <= {} THEN bloom END"
-
-
-def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
-              bloom_max: int = 0, aligned: bool = False) -> list[tuple]:
-    """Summaries of the blocks with rows possibly in [start, end): (Summary, bloom | None),
-    with the Bloom filters of at most `bloom_max` bytes; with `aligned`, only of blocks with
-    a row on a whole minute."""
-    if not stream_ids or start >= end:
-        return []
-    sql = _SUMMARY_SQL.format(bloom=_SMALL_BLOOM.format(int(bloom_max)) if bloom_max else "",
-                              aligned=" AND aligned > 0" if aligned else "")
-    out = []
-    # blocks mostly share a few metadata name sets: one frozenset each
-    md_names: dict[str, frozenset[str]] = {"": frozenset()}
-    for r in conn.execute(sql, (_ids(stream_ids), start, end)):
-        text = r[8] or ""
-        names = md_names.get(text)
-        if names is None:
-            names = md_names[text] = frozenset(text.split("\n"))
-        s = Summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], names)
-        out.append((s, r[9] if bloom_max else None))
-    return out
 
 
 # -- which blocks a scan may skip -----------------------------------------------------------

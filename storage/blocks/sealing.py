@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from storage.blocks import codec as B
+from storage.blocks.catalog import insert_block
 from storage.deletes import block_rows
 
 # fewer free pages than this stay in the file (new rows reuse them)
@@ -140,12 +141,7 @@ def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,
     if cur.rowcount != len(entry_ids):
         raise HeadChanged(f"{len(entry_ids) - cur.rowcount} of the block's rows left the head")
     b = block
-    block_id = conn.execute(
-        "INSERT INTO blocks (stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, flags, "
-        "aligned, md_names, bloom, keys, lengths, metadata, lines) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (stream_id, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
-         b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)).lastrowid
+    block_id = insert_block(conn, stream_id, b)
     conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1", (b.max_id,))
     return block_id
 
