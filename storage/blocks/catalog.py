@@ -101,6 +101,8 @@ def _load(conn: sqlite3.Connection, kept: dict[int, Kept],
 def _kept_for(conn: sqlite3.Connection) -> dict[int, Kept]:
     """The summaries kept for the database file `conn` reads."""
     path = conn.execute("PRAGMA database_list").fetchone()[2]
+    if not path:
+        return {}  # an in-memory database: nothing outlives the connection to key it by
     st = os.stat(path)
     lineage = conn.execute("SELECT lineage FROM seal_state WHERE id = 1").fetchone()[0]
     key = (path, st.st_dev, st.st_ino, lineage)
