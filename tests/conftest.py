@@ -109,14 +109,13 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 # seconds of the longest modules (pytest --durations=0, three workers), longest first
 LONG_MODULES = {
-    "tests/api/test_openapi.py": 66, "tests/otlp/test_otlp.py": 54,
-    "tests/patterns/test_patterns.py": 46, "tests/read/test_metadata_api.py": 43,
-    "tests/multitenant/test_multitenant.py": 39, "tests/legacy/test_legacy.py": 37,
+    "tests/api/test_openapi.py": 66, "tests/otlp/test_otlp.py": 47,
+    "tests/patterns/test_patterns.py": 46, "tests/multitenant/test_multitenant.py": 39,
     "tests/storage/test_sealing.py": 24, "tests/read/test_index_volume.py": 24,
-    "tests/api/test_loki_paths.py": 22, "tests/api/test_go_integers.py": 19,
-    "tests/storage/test_shared_postgres.py": 19, "tests/read/test_read_paths_deletion.py": 19,
-    "tests/test_dist.py": 17, "tests/query/test_dense_windows.py": 17,
-    "tests/shared/test_two_nodes.py": 15, "tests/storage/test_blocks.py": 15,
+    "tests/api/test_loki_paths.py": 22, "tests/storage/test_shared_postgres.py": 19,
+    "tests/read/test_read_paths_deletion.py": 19, "tests/test_dist.py": 17,
+    "tests/query/test_dense_windows.py": 17, "tests/shared/test_two_nodes.py": 15,
+    "tests/storage/test_blocks.py": 15,
     # tests/grafana stays where it is: its tests are ordered by the store they share
 }
 

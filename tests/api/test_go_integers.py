@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 import pytest
 import websockets
 
-from tests.conftest import LogstoreServer
+from tests.conftest import LogstoreServer, matrix_client
 from tests.helpers import JSON_HEADERS, PUSH
 
 SELECTOR = '{app="a"}'
@@ -35,6 +35,15 @@ ROUTES = [
 ]
 CASES = [(path, dict(params, **{name: value}), text)
          for path, params, names in ROUTES for name in names for value, text in NOT_INTEGERS]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory, storage_state):
+    """One app for the module: its requests are refused or read, and the one push (the
+    detected field types) is the only data any of them reads."""
+    with matrix_client(tmp_path_factory.mktemp("go-integers") / "data", None,
+                       storage_state) as c:
+        yield c
 
 
 @pytest.mark.parametrize("path, params, text", CASES)
@@ -123,9 +132,15 @@ LENIENT_ONE = [" 1 ", "0_1", "١", "1\n"]
 LENIENT_TWO = [" 2 ", "0_2", "٢", "2\n"]
 
 
-@pytest.fixture
-def grafana(make_client):
-    c = make_client({"grafana": {"admin_password": "admin"}})
+@pytest.fixture(scope="module")
+def grafana(tmp_path_factory, storage_state):
+    """One Grafana for the module's tests: they only read it, or are refused."""
+    with matrix_client(tmp_path_factory.mktemp("go-grafana") / "data",
+                       {"grafana": {"admin_password": "admin"}}, storage_state) as c:
+        yield _grafana(c)
+
+
+def _grafana(c):
     for uid in ("f1", "f2"):
         r = c.post("/api/folders", json={"uid": uid, "title": uid.upper()}, auth=ADMIN)
         assert r.status_code == 200, r.text

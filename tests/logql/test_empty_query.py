@@ -12,6 +12,16 @@ from logql import ParseError, parse_expr
 EMPTY = "parse error : syntax error: unexpected $end"
 
 
+@pytest.fixture(scope="module")
+def client(tmp_path_factory, storage_state):
+    """One app for the module: every request of it is refused."""
+    from tests.conftest import matrix_client
+
+    with matrix_client(tmp_path_factory.mktemp("empty-query") / "data", None,
+                       storage_state) as c:
+        yield c
+
+
 @pytest.mark.parametrize("text, message", [
     ("", EMPTY),
     (" ", "parse error at line 1, col 2: syntax error: unexpected $end"),

@@ -198,6 +198,16 @@ def test_otlp_config_rules(make_client):
          "detected_level": "info"})]
 
 
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory, storage_state):
+    """One app for the refused bodies: none of them stores anything."""
+    from tests.conftest import matrix_client
+
+    with matrix_client(tmp_path_factory.mktemp("otlp-refused") / "data", None,
+                       storage_state) as client:
+        yield client
+
+
 @pytest.mark.parametrize("headers, body, expected", [
     ({"Content-Type": "text/plain"}, b"x", (400, "content type: text/plain is not supported")),
     ({}, b"x", (400, "content type:  is not supported")),
@@ -210,8 +220,8 @@ def test_otlp_config_rules(make_client):
     (JSON, b'{"resourceLogs":[]}',
      (422, "error at least one valid stream is required for ingestion")),
 ])
-def test_error_answers(client, headers, body, expected):
-    r = client.post(OTLP, content=body, headers=headers)
+def test_error_answers(refusing, headers, body, expected):
+    r = refusing.post(OTLP, content=body, headers=headers)
     code, ctype, message = status(r)
     assert ctype == "application/octet-stream"
     if expected is None:  # a broken body: 400, the reason named, nothing stored
