@@ -183,15 +183,24 @@ TIMEOUT = (504, "request timed out, decrease the duration of the request or add 
     'sum(rate({app="a"}[1m])) / sum(rate({app="a"} |= "x" [1m]))',
 ])
 @pytest.mark.parametrize("path", [QUERY_RANGE, "/logstore/api/v1/query"])
-def test_query_timeout_is_504_for_every_kind_of_query(make_client, query, path):
-    from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
-
-    c = make_client({"limits_config": {"query_timeout": "1ns"}})  # every stage is late
-    r = c.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns() - 10**9), "x v=1"]]),
-               headers=JSON_HEADERS)
-    assert r.status_code == 204
-    r = c.get(path, params={"query": query})
+def test_query_timeout_is_504_for_every_kind_of_query(late_and_default, query, path):
+    late, default = late_and_default
+    r = late.get(path, params={"query": query})
     assert (r.status_code, r.text) == TIMEOUT
     # the same queries answer with the default timeout
-    ok = make_client({}, data_dir=c.app.state.services.config.common.path_prefix)
-    assert ok.get(path, params={"query": query}).status_code == 200
+    assert default.get(path, params={"query": query}).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def late_and_default(tmp_path_factory, storage_state):
+    """An app whose every stage is late (`query_timeout: 1ns`) holding one line, and one
+    with the default timeout over the same data directory; only read after the push."""
+    from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+
+    data = tmp_path_factory.mktemp("timeouts") / "data"
+    with matrix_client(data, {"limits_config": {"query_timeout": "1ns"}}, storage_state) as late:
+        r = late.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns() - 10**9), "x v=1"]]),
+                      headers=JSON_HEADERS)
+        assert r.status_code == 204
+        with matrix_client(data, {}, storage_state) as default:
+            yield late, default
