@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 import pytest
 import websockets
 
-from tests.conftest import LogstoreServer, matrix_client
+from tests.conftest import LogstoreServer, module_client
 from tests.helpers import JSON_HEADERS, PUSH
 
 SELECTOR = '{app="a"}'
@@ -41,8 +41,7 @@ CASES = [(path, dict(params, **{name: value}), text)
 def client(tmp_path_factory, storage_state):
     """One app for the module: its requests are refused or read, and the one push (the
     detected field types) is the only data any of them reads."""
-    with matrix_client(tmp_path_factory.mktemp("go-integers") / "data", None,
-                       storage_state) as c:
+    with module_client(tmp_path_factory, storage_state) as c:
         yield c
 
 
@@ -135,8 +134,8 @@ LENIENT_TWO = [" 2 ", "0_2", "٢", "2\n"]
 @pytest.fixture(scope="module")
 def grafana(tmp_path_factory, storage_state):
     """One Grafana for the module's tests: they only read it, or are refused."""
-    with matrix_client(tmp_path_factory.mktemp("go-grafana") / "data",
-                       {"grafana": {"admin_password": "admin"}}, storage_state) as c:
+    with module_client(tmp_path_factory, storage_state,
+                       {"grafana": {"admin_password": "admin"}}) as c:
         yield _grafana(c)
 
 

@@ -15,7 +15,8 @@ import logging_loki
 import pytest
 import websockets
 
-from tests.conftest import matrix_client
+from tests.conftest import module_client
+from tests.query.conftest import OLD_DATA
 from tests.helpers import JSON_HEADERS, push_body
 
 T0 = 1_700_000_000 * 10**9  # 2023-11-14T22:13:20Z
@@ -23,14 +24,11 @@ T0 = 1_700_000_000 * 10**9  # 2023-11-14T22:13:20Z
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory, storage_state):
-    """One app for the module's tests, which only read what this pushed (an app per test
-    was most of the module's time)."""
-    with matrix_client(tmp_path_factory.mktemp("legacy") / "data",
-                       {"limits_config": {"reject_old_samples": False}}, storage_state) as client:
-        yield _loaded(client)
+    with module_client(tmp_path_factory, storage_state, OLD_DATA) as client:
+        yield _push_requests(client)
 
 
-def _loaded(client):
+def _push_requests(client):
     r = client.post("/logstore/api/v1/push", headers=JSON_HEADERS, content=push_body(
         {"app": "api", "env": "prod"},
         [[str(T0), "GET /health 200"], [str(T0 + 123_456_789), "GET /orders 500"],

@@ -15,10 +15,9 @@ EMPTY = "parse error : syntax error: unexpected $end"
 @pytest.fixture(scope="module")
 def client(tmp_path_factory, storage_state):
     """One app for the module: every request of it is refused."""
-    from tests.conftest import matrix_client
+    from tests.conftest import module_client
 
-    with matrix_client(tmp_path_factory.mktemp("empty-query") / "data", None,
-                       storage_state) as c:
+    with module_client(tmp_path_factory, storage_state) as c:
         yield c
 
 

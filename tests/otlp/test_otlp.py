@@ -201,10 +201,9 @@ def test_otlp_config_rules(make_client):
 @pytest.fixture(scope="module")
 def refusing(tmp_path_factory, storage_state):
     """One app for the refused bodies: none of them stores anything."""
-    from tests.conftest import matrix_client
+    from tests.conftest import module_client
 
-    with matrix_client(tmp_path_factory.mktemp("otlp-refused") / "data", None,
-                       storage_state) as client:
+    with module_client(tmp_path_factory, storage_state) as client:
         yield client
 
 

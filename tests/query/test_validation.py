@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import matrix_client
+from tests.conftest import matrix_client, module_client
 from tests.query.conftest import QUERY, QUERY_RANGE
 
 FORMAT = "/logstore/api/v1/format_query"
@@ -16,8 +16,7 @@ def client(tmp_path_factory, storage_state):
     """One app for the module's tests that store nothing: they check answers to bad and
     plain parameters, which no earlier request of theirs changes (a fresh app per test was
     most of the module's time)."""
-    with matrix_client(tmp_path_factory.mktemp("validation") / "data", None,
-                       storage_state) as c:
+    with module_client(tmp_path_factory, storage_state) as c:
         yield c
 OK = '{app="a"}'
 

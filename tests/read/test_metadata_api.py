@@ -7,7 +7,8 @@ import json
 import pytest
 
 from logql.model import canonical_labels
-from tests.conftest import matrix_client
+from tests.conftest import module_client
+from tests.query.conftest import OLD_DATA
 from tests.helpers import JSON_HEADERS, PUSH
 
 BASE = 1_700_000_000 * 10**9  # 2023-11-14T22:13:20Z
@@ -15,14 +16,11 @@ BASE = 1_700_000_000 * 10**9  # 2023-11-14T22:13:20Z
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory, storage_state):
-    """One app for the module's tests, which only read what this pushed (an app per test
-    was most of the module's time)."""
-    with matrix_client(tmp_path_factory.mktemp("metadata") / "data",
-                       {"limits_config": {"reject_old_samples": False}}, storage_state) as client:
-        yield _loaded(client)
+    with module_client(tmp_path_factory, storage_state, OLD_DATA) as client:
+        yield _push_streams(client)
 
 
-def _loaded(client):
+def _push_streams(client):
     streams = [
         ({"app": "api", "env": "prod"}, BASE),
         ({"app": "web", "env": "prod"}, BASE + 60 * 10**9),
