@@ -44,7 +44,8 @@ run: $(VENV)/.installed-run
 # browser starts once: the suite is Python work on one core per process, and took 14.5 min
 # on the 2-core machine in one process, 8.7 min in two. Three since the suite starts real
 # servers (logstore, PostgreSQL, Alertmanager, Chromium) and waits on them: two workers used
-# 24 of the 30 CPU-minutes a 15-minute run on two cores offers
+# 24 of the 30 CPU-minutes a 15-minute run on two cores offers. A clean `.ci/run` took 5 min
+# 57 s on 2026-11-26's machine (installs included; that machine ran code about 2x faster)
 TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
