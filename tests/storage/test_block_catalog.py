@@ -80,3 +80,30 @@ def test_ids_continue_past_every_block_a_database_had_before_the_migration(tmp_p
     assert new == 4
     assert conn.execute("SELECT lineage FROM seal_state").fetchone()[0] != 0
     conn.close()
+
+
+def test_kept_summaries_stay_under_the_bound_and_answers_stay_whole(tmp_path, monkeypatch):
+    from storage.blocks import catalog
+
+    monkeypatch.setattr(catalog, "MAX_CACHED", 8)
+    monkeypatch.setattr(catalog, "_kept", {})   # what other tests' databases left
+    conn = connect(str(tmp_path / "logstore.db"))
+    migrate(conn)
+    conn.execute("BEGIN")
+    for sid in range(1, 13):
+        conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
+                     "VALUES (?, 't', ?, ?, ?, ?)", (sid, f'{{s="{sid}"}}', sid, T, T + 10**9))
+        insert_block(conn, sid, _block(sid * 10, T + sid, f"s{sid}"))
+    conn.execute("COMMIT")
+
+    def read(sids):
+        return sorted(s.stream_id for s, _ in summaries(conn, sids, T, T + 10**9))
+
+    def kept():
+        return sum(map(len, catalog._kept.values()))
+
+    assert read([1, 2, 3]) == [1, 2, 3] and kept() == 3
+    assert read([4, 5, 6, 7]) == [4, 5, 6, 7] and kept() == 7
+    assert read([8, 9]) == [8, 9] and kept() == 2        # past the bound: dropped, refilled
+    assert read(list(range(1, 13))) == list(range(1, 13)) and kept() == 2  # too broad to keep
+    conn.close()
