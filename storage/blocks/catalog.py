@@ -47,11 +47,11 @@ MAX_CACHED = 100_000
 _IDS_SQL = ("SELECT id FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
             "AND max_ts >= ? AND min_ts < ?{aligned}")
 _BY_ID_SQL = ("SELECT id, stream_id, min_ts, max_ts, rows, bytes, flags, aligned, md_names, "
-              "CASE WHEN length(bloom) <= ? THEN bloom END, length(bloom) "
+              "CASE WHEN length(bloom) <= ? THEN bloom END "
               "FROM blocks WHERE id IN (SELECT value FROM json_each(?))")
 _LOAD_CHUNK = 20_000
 
-Kept = tuple  # (Summary, bloom bytes or None when larger than KEPT_BLOOM_MAX, bloom size)
+Kept = tuple  # (Summary, bloom bytes or None when larger than KEPT_BLOOM_MAX)
 _kept: dict[tuple, dict[int, Kept]] = {}
 _lock = threading.Lock()
 
@@ -78,8 +78,11 @@ def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, e
         # out, as the one statement would have left it (reads run in a snapshot, where not)
         found = [k if k is not None else loaded.get(i) for i, k in zip(ids, found)]
         found = [k for k in found if k is not None]
-    limit = min(bloom_max, KEPT_BLOOM_MAX)
-    return [(s, bloom if limit and size <= limit else None) for s, bloom, size in found]
+    if bloom_max >= KEPT_BLOOM_MAX:
+        return found   # the kept pairs as they are: the usual case, no work per block
+    if bloom_max <= 0:
+        return [(s, None) for s, _ in found]
+    return [(s, b if b is not None and len(b) <= bloom_max else None) for s, b in found]
 
 
 def _load(conn: sqlite3.Connection, kept: dict[int, Kept],
@@ -94,7 +97,7 @@ def _load(conn: sqlite3.Connection, kept: dict[int, Kept],
             if names is None:
                 names = md_names[text] = frozenset(text.split("\n"))
             out[r[0]] = (Summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], names),
-                         r[9], r[10])
+                         r[9])
     if len(out) > MAX_CACHED // 2:
         return out  # a read this broad would push out every other read's summaries
     with _lock:
