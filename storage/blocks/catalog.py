@@ -113,8 +113,13 @@ def _kept_for(conn: sqlite3.Connection) -> dict[int, Kept]:
     path = conn.execute("PRAGMA database_list").fetchone()[2]
     if not path:
         return {}  # an in-memory database: nothing outlives the connection to key it by
+    try:
+        lineage = conn.execute("SELECT lineage FROM seal_state WHERE id = 1").fetchone()[0]
+    except sqlite3.OperationalError:
+        # a database not yet migrated to 0009, read as it is (a tool's read-only look):
+        # its ids may repeat, so nothing is kept
+        return {}
     st = os.stat(path)
-    lineage = conn.execute("SELECT lineage FROM seal_state WHERE id = 1").fetchone()[0]
     key = (path, st.st_dev, st.st_ino, lineage)
     with _lock:
         kept = _kept.get(key)

@@ -15,6 +15,16 @@ def _block(first_id: int, ts: int, text: str) -> B.EncodedBlock:
     return B.encode([(first_id + k, ts + k, f"{text} {k}", None) for k in range(3)])
 
 
+def _insert_as_before_0009(conn, b: B.EncodedBlock) -> None:
+    """A block of stream 1 inserted as before migration 0009: SQLite picks its id."""
+    conn.execute(
+        "INSERT INTO blocks (stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, flags, "
+        "aligned, md_names, bloom, keys, lengths, metadata, lines) "
+        "VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags, b.aligned,
+         b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines))
+
+
 def _statements(conn) -> list[str]:
     seen: list[str] = []
     conn.set_trace_callback(seen.append)
@@ -62,14 +72,8 @@ def test_ids_continue_past_every_block_a_database_had_before_the_migration(tmp_p
     migrate(conn)
     conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
                  "VALUES (1, 't', '{s=\"1\"}', 1, 0, 1)")
-    for k in range(1, 4):   # as blocks were inserted before: SQLite picks the id
-        b = _block(k * 10, T + k, "x")
-        conn.execute(
-            "INSERT INTO blocks (stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, "
-            "flags, aligned, md_names, bloom, keys, lengths, metadata, lines) "
-            "VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags, b.aligned,
-             b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines))
+    for k in range(1, 4):
+        _insert_as_before_0009(conn, _block(k * 10, T + k, "x"))
     assert [i for (i,) in conn.execute("SELECT id FROM blocks")] == [1, 2, 3]
     monkeypatch.undo()
     assert migrate(conn) == ["0009_block_ids.sql"]
@@ -106,4 +110,22 @@ def test_kept_summaries_stay_under_the_bound_and_answers_stay_whole(tmp_path, mo
     assert read([4, 5, 6, 7]) == [4, 5, 6, 7] and kept() == 7
     assert read([8, 9]) == [8, 9] and kept() == 2        # past the bound: dropped, refilled
     assert read(list(range(1, 13))) == list(range(1, 13)) and kept() == 2  # too broad to keep
+    conn.close()
+
+
+def test_a_database_from_before_0009_is_read_without_keeping_anything(tmp_path, monkeypatch):
+    from storage import db
+    from storage.blocks import catalog
+
+    every = db.migration_files()
+    monkeypatch.setattr(db, "migration_files", lambda: [m for m in every if m[0] < 9])
+    monkeypatch.setattr(catalog, "_kept", {})
+    conn = connect(str(tmp_path / "logstore.db"))
+    migrate(conn)
+    conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
+                 "VALUES (1, 't', '{s=\"1\"}', 1, 0, 1)")
+    _insert_as_before_0009(conn, _block(10, T, "old"))
+    found = summaries(conn, [1], T, T + 10**9)
+    assert [(s.stream_id, s.rows) for s, _ in found] == [(1, 3)]
+    assert catalog._kept == {}
     conn.close()
