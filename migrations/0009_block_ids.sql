@@ -1,4 +1,4 @@
--- Block ids are never given twice (storage/blocks/summaries.py keeps a block's summary in
+-- Block ids are never given twice (storage/blocks/catalog.py keeps a block's summary in
 -- memory by its id). SQLite gives a new row the highest id + 1, so a block inserted after
 -- the newest one was deleted (a merge, a delete request, retention) took that id again;
 -- blocks now take their ids from last_block_id. `lineage` tells databases apart that share a

@@ -179,9 +179,9 @@ def store_prepared(conn: sqlite3.Connection, stream_id: int, p: Prepared) -> int
     Raises HeadChanged, leaving nothing changed, if a head row or that block changed."""
     block_id = store_block(conn, stream_id, p.block, p.entry_ids)
     if p.replaces is not None:
-        # removed after the insert, so the merged block cannot take the old one's id (a
-        # delete request rewriting that id must find it gone, not the merged block); the
-        # keys (every row's ts and id) tell whether it is still the block that was read
+        # the merged block has a new id (insert_block never repeats one), so a delete
+        # request rewriting the old id finds it gone; the keys (every row's ts and id)
+        # tell whether it is still the block that was read
         if conn.execute("DELETE FROM blocks WHERE id = ? AND keys = ?",
                         p.replaces).rowcount != 1:
             raise HeadChanged("the block to merge into changed")

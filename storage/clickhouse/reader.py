@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from logql.errors import QueryTimeout, StoreUnavailable
-from logql.model import MINUTE_NS, TS_MAX, TS_MIN
+from logql.model import TS_MAX, TS_MIN
 from logql.reading import (LineColumns, LineConditions, Row, ScanCounts, Totals, add_to_groups,
                            ci_testable)
 from storage.clickhouse import rollups

@@ -117,9 +117,8 @@ def _answer(make_reader, query: str, backward: bool, gated: bool, monkeypatch):
     from logql import plan
     from logql.engine.logs import evaluate_log_query
     from logql.engine.results import QueryStats
-    from services.read.visibility import VisibleReader
-
     from logql.pipeline.stages import StreamPipeline
+    from services.read.visibility import VisibleReader
 
     piped = []
     real = StreamPipeline.process

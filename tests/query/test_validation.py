@@ -9,16 +9,15 @@ from tests.conftest import matrix_client, module_client
 from tests.query.conftest import QUERY, QUERY_RANGE
 
 FORMAT = "/logstore/api/v1/format_query"
+OK = '{app="a"}'
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory, storage_state):
-    """One app for the module's tests that store nothing: they check answers to bad and
-    plain parameters, which no earlier request of theirs changes (a fresh app per test was
-    most of the module's time)."""
+    """One app for the module's tests that store nothing: answers to bad and plain
+    parameters, which no earlier request of theirs changes."""
     with module_client(tmp_path_factory, storage_state) as c:
         yield c
-OK = '{app="a"}'
 
 
 def error(client, path=QUERY_RANGE, method="GET", **params) -> tuple[int, str]:

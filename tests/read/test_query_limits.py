@@ -34,10 +34,13 @@ def _push_slow_data(url: str, tenant: str, now: int, n: int = 20_000) -> None:
 SLOW = 'sum by (v) (count_over_time({job="x"} | logfmt [10m]))'
 
 
+def _slow_params(now: int) -> dict[str, str]:
+    return {"query": SLOW, "start": str(now - HOUR), "end": str(now), "step": "1"}
+
+
 def _slow_query(url: str, tenant: str, now: int, timeout: float) -> httpx.Response:
-    return httpx.get(url + "/logstore/api/v1/query_range", params={
-        "query": SLOW, "start": str(now - HOUR), "end": str(now), "step": "1"},
-        headers={"X-Scope-OrgID": tenant}, timeout=timeout)
+    return httpx.get(url + "/logstore/api/v1/query_range", params=_slow_params(now),
+                     headers={"X-Scope-OrgID": tenant}, timeout=timeout)
 
 
 def _metric(url: str, name: str) -> float:
@@ -65,11 +68,10 @@ def in_thread(fn) -> tuple[threading.Thread, list]:
 
 def _open_slow_query(url: str, tenant: str, now: int) -> socket.socket:
     """The slow query sent on a socket the test closes when it is done with it: the server
-    then sees its client gone and stops the read (the test above), instead of computing on
+    then sees its client gone and stops the read (the first test below), instead of computing on
     until a client timeout while the rest of the suite waits for the core."""
     parts = urlsplit(url)
-    target = "/logstore/api/v1/query_range?" + urlencode(
-        {"query": SLOW, "start": str(now - HOUR), "end": str(now), "step": "1"})
+    target = "/logstore/api/v1/query_range?" + urlencode(_slow_params(now))
     sock = socket.create_connection((parts.hostname, parts.port))
     sock.sendall(f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
                  f"X-Scope-OrgID: {tenant}\r\n\r\n".encode())
