@@ -114,6 +114,20 @@ def start_server(data_dir: Path, port: int, extra: str = "") -> subprocess.Popen
     raise SystemExit("server did not become ready")
 
 
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU time (user + system) of the live processes of a process group: the server and
+    its query workers (Linux's /proc)."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[2]) == pgid:  # pgrp; utime and stime follow at 11 and 12
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     import socket
     with socket.socket() as s:
@@ -256,8 +270,10 @@ def main() -> None:
     proc = start_server(data_dir, port, (OTLP_INDEX_ALL if otlp else "")
                         + backend_config(args.backend, data_dir))
     try:
+        cpu_before = group_cpu_seconds(proc.pid)
         elapsed = push_all(port, bodies, ctype, args.clients,
                            "/otlp/v1/logs" if otlp else "/logstore/api/v1/push")
+        cpu = group_cpu_seconds(proc.pid) - cpu_before
         flushed = flush(port, data_dir, args.backend) if args.flush else None
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -271,6 +287,9 @@ def main() -> None:
         ["lines/s", f"{args.lines / elapsed:,.0f}"],
         ["MB/s (line bytes)", f"{line_bytes / elapsed / 1e6:.1f}"],
         ["MB/s (request bodies)", f"{body_bytes / elapsed / 1e6:.1f}"],
+        ["server CPU, query workers included (user + system)",
+         f"{cpu:.1f} s ({cpu / elapsed:.2f} cores, {cpu * 1e6 / args.lines:.1f} ms per "
+         "1,000 lines)"],
         ["bytes on disk / line byte", f"{disk / line_bytes:.2f}"],
     ]
     if flushed is not None:

@@ -20,7 +20,7 @@ from routes.params import read_params, time_range
 from routes.loki.query import direction_param, limit_param, parse_query, run_query
 from routes.respond import json_response
 from routes.deps import Ctx
-from services.ingest.ingester import rfc3339
+from services.ingest.prepare import rfc3339
 from logql.model import canonical_labels
 
 NOT_STREAMS = "legacy endpoints only support streams result type"

@@ -12,9 +12,8 @@ from routes.params import parse_timestamp
 from routes.deps import Ctx
 from services.runtime import memory
 from services.ingest.inflight import Held
-from services.ingest.ingester import PushError
-from services.ingest.decode import (decode_content_encoding, decode_json, decode_legacy_json,
-                                    decode_protobuf)
+from services.ingest.prepare import PushError
+from services.ingest.decode import JSON_MEDIA, decode_content_encoding, decode_legacy_json
 
 
 async def read_body(request: Request, limit: int, hold: Held) -> bytes:
@@ -36,11 +35,10 @@ async def read_body(request: Request, limit: int, hold: Held) -> bytes:
 
 async def _ingest(ctx: Ctx, tenant: str, body: bytes, media: str, legacy: bool,
                   limit: int, hold: Held) -> Any:
-    if media == "application/json":
-        streams = decode_legacy_json(body, parse_timestamp) if legacy else decode_json(body)
-    else:
-        streams = decode_protobuf(body, limit, hold)
-    return await ctx.ingester.push(tenant, streams)  # a PushError is answered as it is
+    # a PushError is answered as it is
+    if legacy and media == JSON_MEDIA:
+        return await ctx.ingester.push(tenant, decode_legacy_json(body, parse_timestamp))
+    return await ctx.ingester.push_body(tenant, media, body, limit, hold)
 
 
 async def _push(request: Request, ctx: Ctx, legacy: bool) -> Response:

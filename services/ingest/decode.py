@@ -20,7 +20,7 @@ from logql.model import TS_MAX, TS_MIN
 from proto import push_pb2
 from services.runtime import memory
 from services.ingest.inflight import Held
-from services.ingest.ingester import PushError, RawStream
+from services.ingest.prepare import PushError, RawStream
 from services.ingest.labelset import LabelSetError, parse_label_set
 
 
@@ -266,12 +266,30 @@ def snappy_decoded_len(body: bytes) -> int:
     return -1
 
 
-def decode_protobuf(body: bytes, limit: int, hold: Held) -> list[RawStream]:
+def snappy_size(body: bytes, limit: int) -> int:
+    """What a snappy body says it inflates to (-1: unreadable), refused past `limit`."""
     declared = snappy_decoded_len(body)
     if declared > limit:
         raise PushError(413, "request body too large: decompressed message size too large than "
                              f"max ({declared} vs {limit})")
-    hold.add(max(declared, 0))
+    return declared
+
+
+JSON_MEDIA = "application/json"
+
+
+def decode_body(media: str, body: bytes, limit: int, hold: Held | None) -> list[RawStream]:
+    """A push body of Loki's JSON, or else of its snappy protobuf (`hold`: None when the
+    inflated size is counted elsewhere)."""
+    if media == JSON_MEDIA:
+        return decode_json(body)
+    return decode_protobuf(body, limit, hold)
+
+
+def decode_protobuf(body: bytes, limit: int, hold: Held | None) -> list[RawStream]:
+    declared = snappy_size(body, limit)
+    if hold is not None:
+        hold.add(max(declared, 0))
     try:
         raw = snappy.uncompress(body)
     except Exception:  # noqa: BLE001 - python-snappy raises several types for bad input

@@ -18,7 +18,7 @@ import msgspec
 from config import OtlpAttributeRule, OtlpConfig
 from logql.gocompat.format import format_float_f
 from logql.model import TS_MAX
-from services.ingest.ingester import RawStream, normalise_metadata_name
+from services.ingest.prepare import RawStream, normalise_metadata_name
 from services.runtime.limits import Limits
 
 # Loki's default resource attributes that become index labels (§3.3)

@@ -13,7 +13,8 @@ A worker is started when a query finds every running one busy, up to the pool's 
 kept; each runs its jobs on threads of its own, so a small query shares a worker's time
 with a heavy one instead of queueing behind it (the query gate still bounds how many run).
 One that dies (a crash, the OOM killer) fails the queries it ran with a 500 and is
-replaced. When the caller goes away the worker is told, and the evaluation ends at its
+replaced. A large push body is decoded and validated in a worker with no job running
+(started if fewer than the pool's size run); with none idle, the server does it itself. When the caller goes away the worker is told, and the evaluation ends at its
 next check, as on a reader thread.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import fcntl
 import itertools
 import os
 import pickle
@@ -32,11 +34,15 @@ from typing import Any
 
 from logql.engine.results import QueryStats
 from services.runtime.metrics import ScrapeCollector, counter, gauge
-from services.read.query_worker import (LogJob, PatternRequest, Request, StepsJob,
-                                        read_frame, unpack_error, write_frame)
+from services.read.query_worker import (LogJob, PatternRequest, PrepareJob, Request,
+                                        StepsJob, read_frame, unpack_error, write_frame)
 
 # a range query is split only when each part keeps at least this many steps
 MIN_STEPS_PER_PART = 16
+# Pipe buffers asked for (Linux's default is 64 KiB, its unprivileged maximum 1 MiB): a push
+# body or a result that fits is written without waiting for the other side to read it. A
+# larger request is written from a thread: the event loop never blocks on the pipe.
+PIPE_BYTES = 1 << 20
 
 
 class WorkerGone(RuntimeError):
@@ -68,6 +74,10 @@ class WorkerProcess:
         self.waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
         self.ids = itertools.count(1)
         self.gone = False
+        self.pipe_bytes = 64 << 10
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError, AttributeError):
+                self.pipe_bytes = fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         threading.Thread(target=self._read_answers, daemon=True,
                          name="logstore-query-answers").start()
 
@@ -106,34 +116,36 @@ class WorkerProcess:
                 _settle_soon(loop, future, None, WorkerGone(
                     f"query worker exited ({self.proc.poll()})"))
 
-    def _send(self, job_id: int, request: Request | PatternRequest | None) -> None:
-        """The request, or None: stop that job."""
-        payload = b"" if request is None else pickle.dumps(
-            request, protocol=pickle.HIGHEST_PROTOCOL)
+    def _send(self, job_id: int, payload: bytes) -> None:
+        """A pickled request, or b"": stop that job."""
         with self.write_lock:
             assert self.proc.stdin is not None
             write_frame(self.proc.stdin, job_id, payload)
 
-    async def run(self, request: Request | PatternRequest) -> tuple:
+    async def run(self, request: Request | PatternRequest | PrepareJob) -> tuple:
         """The worker's answer `(ok, value or packed error, stats)`; a caller that goes
         away cancels the job in the worker."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
         job_id = next(self.ids)
         self.waiting[job_id] = (loop, future)
+        payload = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            self._send(job_id, request)
-        except (BrokenPipeError, OSError, ValueError):
-            self.waiting.pop(job_id, None)
-            self.gone = True
-            raise WorkerGone(f"query worker exited ({self.proc.poll()})") from None
-        try:
+            try:
+                if len(payload) < self.pipe_bytes // 2:
+                    self._send(job_id, payload)
+                else:
+                    await asyncio.to_thread(self._send, job_id, payload)
+            except (BrokenPipeError, OSError, ValueError):
+                self.waiting.pop(job_id, None)
+                self.gone = True
+                raise WorkerGone(f"query worker exited ({self.proc.poll()})") from None
             return await future
         except asyncio.CancelledError:
             # the job stays counted until the worker answers that it stopped
             if job_id in self.waiting:
                 with contextlib.suppress(OSError, ValueError):
-                    self._send(job_id, None)
+                    self._send(job_id, b"")
             raise
 
     def stop(self) -> None:
@@ -185,6 +197,7 @@ class QueryPool:
         self.db_path = db_path
         self.started = 0      # worker processes started (what /metrics shows)
         self.lost = 0         # of those, ended while the server ran
+        self.pushes = 0       # push bodies decoded and validated in a worker
 
     @property
     def workers(self) -> list[WorkerProcess]:
@@ -213,8 +226,25 @@ class QueryPool:
         return min((w for w in live if id(w) not in skip), key=lambda w: w.busy,
                    default=min(live, key=lambda w: w.busy))
 
+    async def prepare_push(self, job: PrepareJob) -> Any:
+        """Preparer.prepare's answer for the body, from a worker with nothing to do; None
+        when every worker is busy or the one chosen went away (nothing was stored: the
+        caller does the work itself). The body's own error (a PushError) is raised."""
+        live = self._live()[:self.size]
+        worker = next((w for w in live if not w.busy), None)
+        if worker is None and len(live) < self.size:
+            worker = self._start()
+        if worker is None:
+            return None
+        try:
+            value, _ = await self._answer(worker, job)
+        except WorkerGone:
+            return None
+        self.pushes += 1
+        return value
+
     @staticmethod
-    async def _answer(worker: WorkerProcess, request: Request | PatternRequest
+    async def _answer(worker: WorkerProcess, request: Request | PatternRequest | PrepareJob
                       ) -> tuple[Any, QueryStats]:
         """The job's value and stats; the job's own error raised as it was raised there."""
         ok, value, stats = await worker.run(request)
@@ -286,4 +316,7 @@ def pool_collector(pool: QueryPool) -> ScrapeCollector:
                 lambda: pool.started),
         counter("logstore_query_workers_lost",
                 "Query worker processes that ended while the server ran.",
-                lambda: pool.lost))
+                lambda: pool.lost),
+        counter("logstore_query_worker_pushes",
+                "Push bodies decoded and validated in a query worker process.",
+                lambda: pool.pushes))

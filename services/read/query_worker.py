@@ -3,7 +3,8 @@ services/read/query_pool.py.
 
 It evaluates LogQL over a read-only connection to the server's SQLite file, so a heavy query
 runs on another core and never holds the server's GIL: pushes keep their latency while it
-runs. It reads request frames from stdin and writes answer frames to stdout, each a pickle
+runs. An idle worker also decodes and validates large push bodies (PrepareJob), the part of
+a push that is Python's per-line work; the server keeps the write. It reads request frames from stdin and writes answer frames to stdout, each a pickle
 after its length and its job id; both come from the server that started it, and nothing
 else writes to the pipe. An empty frame cancels the job whose caller went away:
 its evaluation ends at its next statement or deadline check, as on a reader thread. It
@@ -24,9 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from config import LimitsConfig
 from logql.engine.logs import evaluate_log_query
 from logql.engine.metrics import evaluate_steps
 from logql.engine.results import QueryStats
+from services.ingest.decode import decode_body
+from services.ingest.prepare import Preparer
 from services.patterns.mining import MinerState, PatternJob, run_job
 from services.read.readers import Reading, Scope, Visibility, reader_for
 from services.runtime import memory
@@ -72,6 +76,17 @@ class PatternRequest:
     """A job on the worker's pattern miners of one database (services/patterns/mining.py)."""
     db_path: str
     job: PatternJob
+
+
+@dataclass(frozen=True)
+class PrepareJob:
+    """A push body to decode and validate: its answer is Preparer.prepare's (the rows and
+    the outcome), or the PushError the server answers with (services/ingest/ingester.py)."""
+    media: str
+    body: bytes
+    limit: int  # the most the body may inflate to
+    limits: LimitsConfig  # the pushing tenant's
+    now_ns: int
 
 
 def run(reader: Reading, job: LogJob | StepsJob, stats: QueryStats) -> Any:
@@ -135,6 +150,7 @@ class Worker:
         self.idle_conns: dict[str, list[Any]] = {}
         self.readings: dict[int, Reading] = {}
         self.miner_states: dict[str, MinerState] = {}
+        self.preparer = Preparer()  # caches only: shared by the jobs' threads
         self.queued: set[int] = set()     # jobs received and not yet answered
         self.cancelled: set[int] = set()  # of those, the ones to stop as soon as they start
         self.threads = ThreadPoolExecutor(max_workers=MAX_JOBS,
@@ -180,24 +196,30 @@ class Worker:
                 state = self.miner_states[path] = MinerState()
             return state
 
+    def _evaluate(self, job_id: int, conn: Any, request: Request | PatternRequest,
+                  stats: QueryStats) -> Any:
+        if isinstance(request, PatternRequest):
+            return run_job(self._miner_state(request.db_path), conn, request.job)
+        reading = reader_for(conn, request.job.tenant, request.visibility, request.began)
+        with self.conns_lock:
+            self.readings[job_id] = reading
+            reading.inner.cancelled = job_id in self.cancelled
+        return run(reading, request.job, stats)
+
     def answer(self, job_id: int, frame: bytes) -> None:
         began = time.monotonic()
         stats = QueryStats()
         conn = None
-        request: Request | PatternRequest | None = None
+        request: Request | PatternRequest | PrepareJob | None = None
         try:
             request = pickle.loads(frame)
-            conn = self._take_connection(request.db_path)
-            if isinstance(request, PatternRequest):
-                value = run_job(self._miner_state(request.db_path), conn, request.job)
-                answer = (True, value, stats)
+            if isinstance(request, PrepareJob):
+                streams = decode_body(request.media, request.body, request.limit, None)
+                value = self.preparer.prepare(streams, request.now_ns, request.limits)
             else:
-                reading = reader_for(conn, request.job.tenant, request.visibility,
-                                     request.began)
-                with self.conns_lock:
-                    self.readings[job_id] = reading
-                    reading.inner.cancelled = job_id in self.cancelled
-                answer = (True, run(reading, request.job, stats), stats)
+                conn = self._take_connection(request.db_path)
+                value = self._evaluate(job_id, conn, request, stats)
+            answer = (True, value, stats)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the server
             answer = (False, pack_error(exc), stats)
         finally:
@@ -205,7 +227,7 @@ class Worker:
                 self.readings.pop(job_id, None)
                 self.cancelled.discard(job_id)
                 self.queued.discard(job_id)
-            if conn is not None and request is not None:
+            if conn is not None:
                 if conn.in_transaction:
                     conn.rollback()
                 self._give_back(request.db_path, conn)

@@ -40,7 +40,7 @@ _decode_md = msgspec.json.Decoder(dict[str, str]).decode
 
 
 def _rfc3339(ns: int) -> str:
-    from services.ingest.ingester import rfc3339
+    from services.ingest.prepare import rfc3339
     return rfc3339(ns)
 
 

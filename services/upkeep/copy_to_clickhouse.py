@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 from config import Config
 from logql.errors import StoreUnavailable
 from logql.model import parse_canonical
-from services.ingest.ingester import entry_hashes
+from services.ingest.prepare import entry_hashes
 from storage import deletes as sqlite_rows
 from storage.db import DB_FILENAME, connect
 from storage.dir_lock import DataDirInUse, DataDirLock

@@ -9,7 +9,8 @@ import threading
 import pytest
 
 import config as config_module
-from services.ingest.ingester import Ingester, RawStream
+from services.ingest.ingester import Ingester
+from services.ingest.prepare import RawStream
 from services.runtime.limits import Limits
 from storage.db import Database
 from storage.entries import append
@@ -102,7 +103,7 @@ def test_a_push_that_fails_alone_leaves_nothing_and_the_stream_can_be_pushed_aga
     ingester = Ingester(db, Limits(config_module.Config().limits_config))
     ts = now_ns()
     raw = [RawStream([("app", "api")], [(ts, "first try", None)])]
-    prepared, _ = ingester.prepare(raw, ts, ingester.limits.of("fake"))
+    prepared, _ = ingester.preparer.prepare(raw, ts, ingester.limits.of("fake"))
     cache = db.writer_cache.setdefault("streams", {})
 
     def append_then_fail(conn):

@@ -377,7 +377,7 @@ def test_uncompressed_protobuf_is_refused(client):
 
 
 def test_legacy_push_formats(client):
-    from services.ingest.ingester import rfc3339
+    from services.ingest.prepare import rfc3339
     ts = now_ns() // 1000 * 1000
     body = json.dumps({"streams": [{"labels": '{app="old"}', "entries": [
         {"ts": rfc3339(ts), "line": "legacy"}]}]}).encode()

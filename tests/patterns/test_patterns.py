@@ -182,7 +182,7 @@ def test_the_head_is_sealed_while_pushes_keep_coming(make_client, values, config
     waiting: what was pushed before the round is mined and sealed, the rest waits."""
     import asyncio
 
-    from services.ingest.ingester import RawStream
+    from services.ingest.prepare import RawStream
 
     c = make_client({**config, "storage": {"block_max_rows": 100}})
     ctx = c.app.state.services

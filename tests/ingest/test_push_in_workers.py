@@ -1,0 +1,161 @@
+"""Large push bodies decoded and validated in a query worker process (services/ingest/
+ingester.py, `PrepareJob`), against real servers: the answers and what is stored are those
+of a server that does the work itself, and a worker lost in the middle of a push leaves the
+push to the server, with nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import time
+
+import httpx
+import snappy
+
+from proto import push_pb2
+from services.ingest.ingester import ELSEWHERE_BYTES
+from tests.helpers import query_worker_pids, stored
+from tests.read.test_query_limits import _metric, _wait_for, in_thread
+
+NS = 10**9
+OLDEST = re.compile(r"is: \d{4}-\d\d-\d\dT[\d:.]+Z")
+PUSH = "/logstore/api/v1/push"
+JSON = {"Content-Type": "application/json"}
+PROTO = {"Content-Type": "application/x-protobuf"}
+# old lines are refused and new ones past the grace period too; long lines are cut
+LIMITS = {"limits_config": {"reject_old_samples_max_age": "1h", "max_line_size": 600,
+                            "max_line_size_truncate": False}}
+
+
+def _lines(n: int, seed: int) -> list[str]:
+    levels = ("info", "warn", "error", "debug")
+    out = []
+    for i in range(n):
+        if i % 3 == 0:
+            out.append(f"level={levels[(i + seed) % 4]} method=GET path=/api/{i % 17} "
+                       f"status={200 + i % 5} latency_ms={i % 97} user=u{i % 13} msg=\"ok {i}\"")
+        elif i % 3 == 1:
+            out.append(json.dumps({"level": levels[i % 4].upper(), "req": {"id": i, "seed": seed},
+                                   "msg": "näive ✓ line"}))
+        else:
+            out.append(f"{seed} plain line {i} ERROR somewhere" if i % 7 == 0 else
+                       f"{seed} plain line {i} nothing to see")
+    return out
+
+
+def _json_push(now: int, seed: int, bad: bool = False) -> bytes:
+    streams = []
+    for app in ("api", "web", "db"):
+        values = [[str(now - 1800 * NS + i * 997_000_000 + seed), line]
+                  for i, line in enumerate(_lines(120, seed))]
+        values[5].append({"trace_id": f"t{seed}", "level": "warn"})  # metadata's level wins
+        if bad and app == "web":
+            values[3][0] = str(now - 3 * 3600 * NS)       # too old
+            values[4][1] = "x" * 700                      # too long
+            values[6][0] = str(now + 3600 * NS)           # too new
+        streams.append({"stream": {"app": app, "env": "prod"}, "values": values})
+    if bad:
+        streams.append({"stream": {"app": "x", "0bad": "y"}, "values": [[str(now), "z"]]})
+    body = json.dumps({"streams": streams}).encode()
+    assert len(body) >= ELSEWHERE_BYTES
+    return body
+
+
+def _proto_push(now: int, seed: int) -> bytes:
+    req = push_pb2.PushRequest()
+    for app in ("api", "queue"):
+        stream = req.streams.add()
+        stream.labels = f'{{app="{app}", env="prod"}}'
+        for i, line in enumerate(_lines(150, seed)):
+            e = stream.entries.add()
+            e.timestamp.seconds, e.timestamp.nanos = divmod(now - 1700 * NS + i * 1_003 * 10**6
+                                                            + seed, NS)
+            e.line = line
+            if i % 50 == 0:
+                md = e.structuredMetadata.add()
+                md.name, md.value = "pod.name", f"p-{i}"
+    raw = req.SerializeToString()
+    assert len(raw) >= ELSEWHERE_BYTES  # what it inflates to decides
+    return snappy.compress(raw)
+
+
+def _pushes(now: int) -> list[tuple[bytes, dict]]:
+    """Bodies that a worker prepares, then ones refused while decoding (there too)."""
+    good = [(_json_push(now, 1), JSON), (_proto_push(now, 2), PROTO),
+            (_json_push(now, 3, bad=True), JSON), (_json_push(now, 1), JSON)]  # a repeat
+    refused = [(_json_push(now, 4)[:-3], JSON),                  # cut short
+               (b"\xa0\x9c\x01" + b"\xff" * 100, PROTO),  # says 20,000 bytes, is not snappy
+               (snappy.compress(b"\x0a\xff" * ELSEWHERE_BYTES), PROTO)]  # not a PushRequest
+    return good + refused
+
+
+def _rollups(db_path: str) -> list[tuple]:
+    conn = sqlite3.connect(db_path)
+    try:
+        return conn.execute(
+            "SELECT s.labels, r.minute, r.metadata, r.lines, r.bytes FROM rollups r "
+            "JOIN streams s ON s.id = r.stream_id ORDER BY 1, 2, 3").fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_worker_answers_and_stores_as_the_server_does(make_server, tmp_path):
+    now = time.time_ns()
+    pushes = _pushes(now)
+    answers, contents = [], []
+    for workers in (0, 2):
+        srv = make_server({**LIMITS, "querier": {"worker_processes": workers}},
+                          data_dir=tmp_path / f"w{workers}")
+        got = [httpx.post(srv.url + PUSH, content=body, headers=headers)
+               for body, headers in pushes]
+        # the oldest timestamp accepted moves with the clock
+        answers.append([(r.status_code, OLDEST.sub("is: (now - 1h)", r.text)) for r in got])
+        if workers:
+            # the four bodies that decoded were prepared in workers, the others refused there
+            assert _metric(srv.url, "logstore_query_worker_pushes_total") == 4
+            assert _metric(srv.url, "logstore_query_workers_started_total") >= 1
+        else:
+            assert "logstore_query_worker_pushes" not in httpx.get(srv.url + "/metrics").text
+        srv.stop()
+        db = str(srv.data_dir / "logstore.db")
+        contents.append((stored(db), _rollups(db)))
+    assert answers[0] == answers[1]
+    statuses = [status for status, _ in answers[1]]
+    assert statuses == [204, 204, 400, 204, 400, 400, 400], answers[1]
+    assert "timestamp too old" in answers[1][2][1] and "timestamp too new" in answers[1][2][1]
+    assert "max entry size '600' bytes exceeded" in answers[1][2][1]
+    assert answers[1][5][1] == "snappy: corrupt input\n"
+    (rows, rollups), (rows_w, rollups_w) = contents
+    assert len(rows) == 2 * 3 * 120 + 2 * 150 - 3 and rows_w == rows
+    assert any(md and md.get("pod_name") == "p-50" for *_, md in rows)
+    assert sum(r[3] for r in rollups) == len(rows) and rollups_w == rollups
+
+
+def test_a_worker_lost_mid_push_leaves_the_push_to_the_server(make_server):
+    srv = make_server({**LIMITS, "querier": {"worker_processes": 1}})
+    now = time.time_ns()
+    r = httpx.post(srv.url + PUSH, content=_json_push(now, 1), headers=JSON)
+    assert r.status_code == 204, r.text
+    assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1
+    pids = query_worker_pids(group=srv.proc.pid)
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGSTOP)  # it takes the next push and never answers
+    try:
+        thread, answer = in_thread(lambda: httpx.post(
+            srv.url + PUSH, content=_json_push(now, 2), headers=JSON, timeout=60))
+        _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
+    finally:
+        os.kill(pids[0], signal.SIGKILL)
+    thread.join()
+    assert isinstance(answer[0], httpx.Response), answer
+    assert answer[0].status_code == 204, answer[0].text
+    assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1  # done by the server
+    # the next query finds the worker gone, counts it lost and starts another
+    r = httpx.get(srv.url + "/logstore/api/v1/query", params={
+        "query": 'sum(count_over_time({env="prod"}[1h]))', "time": str(now)})
+    assert r.json()["data"]["result"][0]["value"][1] == str(2 * 3 * 120)
+    assert _metric(srv.url, "logstore_query_workers_lost_total") == 1
+    assert _metric(srv.url, "logstore_query_workers_started_total") == 2
