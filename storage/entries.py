@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from itertools import chain, count, repeat
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from logql.model import MINUTE_NS
 from storage.blocks import sealing
@@ -26,6 +26,25 @@ class PreparedStream:
     first_ts: int = 0
     last_ts: int = 0
     size: int = 0  # UTF-8 bytes of the rows' lines (what the rate limits count)
+    # (minute, metadata text or '') -> [lines, bytes] of the rows, added up as they were
+    # validated (`tally`); None when the rows came another way: the append then has
+    # SQLite count what it inserted
+    tallies: dict[tuple[int, str], list[int]] | None = None
+
+
+def tally(tallies: dict[tuple[int, str], list[int]], timestamps: Iterable[int],
+          md_texts: Iterable[str | None], sizes: Iterable[int]) -> None:
+    """Rows added to a stream's rollup totals: what ROLLUP_NEW_ROWS counts for them once
+    inserted (the minute floored, also before 1970, as Python's % does)."""
+    get = tallies.get
+    for ts, md, size in zip(timestamps, md_texts, sizes):
+        key = (ts - ts % MINUTE_NS, md or "")
+        counts = get(key)
+        if counts is None:
+            tallies[key] = [1, size]
+        else:
+            counts[0] += 1
+            counts[1] += size
 
 
 @dataclass
@@ -55,6 +74,15 @@ ROLLUP_NEW_ROWS = (
     "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) "
     "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1, coalesce(metadata, ''), 1, "
     "length(CAST(line AS BLOB)) FROM entries NOT INDEXED WHERE id > ?2 "
+    "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
+    "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
+
+
+# Totals a push tallied while it was validated: the rollups then take a row per stream and
+# minute instead of SQLite reading back every inserted row (1.2 ms of the writer's 5.6 ms
+# per 1,000 realistic lines). Only when every offered row was inserted.
+ADD_TALLIES = (
+    "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
     "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 
@@ -106,6 +134,12 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     result.duplicates = sum(len(ps.rows) for ps in streams) - result.inserted
     extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)
                                 for sid, ps in zip(sids, streams) if sid not in created])
-    if result.inserted:
+    if not result.inserted:
+        pass
+    elif not result.duplicates and all(ps.tallies is not None for ps in streams):
+        conn.executemany(ADD_TALLIES, (
+            (sid, minute, md, lines, size) for sid, ps in zip(sids, streams)
+            for (minute, md), (lines, size) in ps.tallies.items()))
+    else:
         conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, newest_before))
     return result

@@ -23,7 +23,7 @@ from logql.model import canonical_labels, label_pairs_string
 from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_label_set
 from services.ingest.levels import LevelDetector, normalise_level
 from services.runtime.errors import PlainError
-from storage.entries import AppendResult, PreparedStream
+from storage.entries import AppendResult, PreparedStream, tally
 
 EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
 _SM_RUNS = re.compile(r"[^A-Za-z0-9]+")
@@ -210,7 +210,7 @@ class Preparer:
             labels, canonical = checked
             ps = by_stream.get(canonical)
             if ps is None:
-                ps = by_stream[canonical] = PreparedStream(labels, canonical)
+                ps = by_stream[canonical] = PreparedStream(labels, canonical, tallies={})
             stream_level = levels.from_labels(labels) if detect else None
             if self._whole_stream(ps, raw.entries, outcome, lim, newest_ok, oldest_ok,
                                   stream_level, levels if detect else None):
@@ -269,6 +269,7 @@ class Preparer:
                 else:
                     md_text = _json_encode(md).decode() if md else None
                 rows.append((ts, entry_hash(data, md_text), line, md_text))
+                tally(ps.tallies, (ts,), (md_text,), (size,))
                 if first is None or ts < first:
                     first = ts
                 if last is None or ts > last:
@@ -307,6 +308,7 @@ class Preparer:
                 encoded = {level: text.encode() for level, text in texts.items()}
                 md_bytes = [encoded[level] for level in found]
         ps.rows.extend(zip(tss, entry_hashes(datas, md_bytes), lines, md_texts))
+        tally(ps.tallies, tss, md_texts, sizes)
         first, last = ps.first_ts or None, ps.last_ts or None
         ps.first_ts = lo if first is None or lo < first else first
         ps.last_ts = hi if last is None or hi > last else last
