@@ -216,7 +216,7 @@ def test_unexpected_errors_are_plain_500_without_traceback(client, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(client.app.state.services.ingester, "push", broken)
+    monkeypatch.setattr(client.app.state.services.ingester, "push_body", broken)
     r = client.post(PUSH, content=push_body({"app": "a"}, [[str(now_ns()), "x"]]),
                     headers=JSON_HEADERS)
     assert r.status_code == 500
