@@ -1,4 +1,4 @@
-"""Push processing: a push's bodies decoded and validated (services/ingest/prepare.py, in a
+"""Push processing: a push's body decoded and validated (services/ingest/prepare.py, in a
 query worker process for a large body), the tenant's rate limits, then one group commit.
 
 A request is checked stream by stream and entry by entry; what is valid is written even when
@@ -27,10 +27,10 @@ log = logging.getLogger("logstore.ingester")
 
 WrittenListener = Callable[[str, AppendResult], None]
 
-# A body at least this large (inflated) is decoded and validated in an idle query worker: the server's
-# interpreter then only unpickles the rows (0.2 ms for 1,000 lines against 4.4 ms to decode
-# and validate them), and the second core does the rest. A smaller one is done here: the
-# round trip to a worker costs more than what it saves.
+# A body that inflates to at least this much is decoded and validated in an idle query
+# worker: the server's interpreter then only unpickles the rows (0.2 ms for 1,000 lines
+# against 4.4 ms to decode and validate them), and the second core does the rest. A smaller
+# one is done here: the round trip to a worker costs more than it saves.
 ELSEWHERE_BYTES = 16 << 10
 
 

@@ -13,9 +13,10 @@ A worker is started when a query finds every running one busy, up to the pool's 
 kept; each runs its jobs on threads of its own, so a small query shares a worker's time
 with a heavy one instead of queueing behind it (the query gate still bounds how many run).
 One that dies (a crash, the OOM killer) fails the queries it ran with a 500 and is
-replaced. A large push body is decoded and validated in a worker with no job running
-(started if fewer than the pool's size run); with none idle, the server does it itself. When the caller goes away the worker is told, and the evaluation ends at its
-next check, as on a reader thread.
+replaced. When the caller goes away the worker is told, and the evaluation ends at its
+next check, as on a reader thread. A large push body is decoded and validated in a worker
+with no job running (started if fewer than the pool's size run); with none idle, the
+server does it itself.
 """
 
 from __future__ import annotations

@@ -4,11 +4,13 @@ services/read/query_pool.py.
 It evaluates LogQL over a read-only connection to the server's SQLite file, so a heavy query
 runs on another core and never holds the server's GIL: pushes keep their latency while it
 runs. An idle worker also decodes and validates large push bodies (PrepareJob), the part of
-a push that is Python's per-line work; the server keeps the write. It reads request frames from stdin and writes answer frames to stdout, each a pickle
-after its length and its job id; both come from the server that started it, and nothing
-else writes to the pipe. An empty frame cancels the job whose caller went away:
-its evaluation ends at its next statement or deadline check, as on a reader thread. It
-exits when stdin closes.
+a push that is Python's per-line work; the server keeps the write.
+
+It reads request frames from stdin and writes answer frames to stdout, each a pickle after
+its length and its job id; both come from the server that started it, and nothing else
+writes to the pipe. An empty frame cancels the job whose caller went away: its evaluation
+ends at its next statement or deadline check, as on a reader thread. It exits when stdin
+closes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The rollups a push adds from the totals it tallied while it was validated
-(storage/entries.py `tally`, `ADD_TALLIES`; the SQL of each is told apart as traced) are those SQLite counts from the inserted rows:
+(storage/entries.py `tally`, `ADD_TALLIES`) are those SQLite counts from the inserted rows:
 per stream, minute (floored, also before 1970) and metadata text, lines and UTF-8 bytes.
-A push with a row that was not inserted (a duplicate) has SQLite count instead."""
+A push with a row that was not inserted (a duplicate) has SQLite count instead. Which way a
+push took is read from the statements traced."""
 
 from __future__ import annotations
 
