@@ -80,11 +80,21 @@ ROLLUP_NEW_ROWS = (
 
 # Totals a push tallied while it was validated: the rollups then take a row per stream and
 # minute instead of SQLite reading back every inserted row (1.2 ms of the writer's 5.6 ms
-# per 1,000 realistic lines). Only when every offered row was inserted.
+# per 1,000 realistic lines). Only when every offered row was inserted, and the totals are
+# at most half as many as the rows.
 ADD_TALLIES = (
     "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
     "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
+
+
+def _tallies_pay(streams: list[PreparedStream], rows: int) -> bool:
+    """Whether upserting the tallies costs less than SQLite counting the rows: a tally costs
+    about 2.9 us (bound from Python), a row counted 1.2 us. Pushes of many new streams with
+    a line or two per minute each have about as many tallies as rows."""
+    if any(ps.tallies is None for ps in streams):
+        return False
+    return 2 * sum(len(ps.tallies) for ps in streams) <= rows
 
 
 def newest_head_id(conn: sqlite3.Connection) -> int:
@@ -136,7 +146,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
                                 for sid, ps in zip(sids, streams) if sid not in created])
     if not result.inserted:
         pass
-    elif not result.duplicates and all(ps.tallies is not None for ps in streams):
+    elif not result.duplicates and _tallies_pay(streams, result.inserted):
         conn.executemany(ADD_TALLIES, (
             (sid, minute, md, lines, size) for sid, ps in zip(sids, streams)
             for (minute, md), (lines, size) in ps.tallies.items()))

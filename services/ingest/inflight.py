@@ -24,14 +24,17 @@ class InflightBytes:
         self.limit = limit  # 0: no limit, as in Loki
         self.total = 0
         self.refused = 0
+        self.pushes = 0  # pushes being read, decoded or written: each holds a share
 
     @contextmanager
     def hold(self) -> Iterator["Held"]:
         """One push's share; given back when the push is answered."""
         held = Held(self)
+        self.pushes += 1
         try:
             yield held
         finally:
+            self.pushes -= 1
             self.total -= held.bytes
 
 

@@ -36,7 +36,8 @@ from typing import Any
 from logql.engine.results import QueryStats
 from services.runtime.metrics import ScrapeCollector, counter, gauge
 from services.read.query_worker import (LogJob, PatternRequest, PrepareJob, Request,
-                                        StepsJob, read_frame, unpack_error, write_frame)
+                                        READY_ID, StepsJob, read_frame, unpack_error,
+                                        write_frame)
 
 # a range query is split only when each part keeps at least this many steps
 MIN_STEPS_PER_PART = 16
@@ -73,8 +74,9 @@ class WorkerProcess:
             stdout=subprocess.PIPE, env=env, close_fds=True)
         self.write_lock = threading.Lock()
         self.waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
-        self.ids = itertools.count(1)
+        self.ids = itertools.count(READY_ID + 1)
         self.gone = False
+        self.ready = False  # until the worker says so: a query waits for it, a push not
         self.pipe_bytes = 64 << 10
         for pipe in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError, AttributeError):
@@ -100,6 +102,9 @@ class WorkerProcess:
             if frame is None:
                 break
             job_id, payload = frame
+            if job_id == READY_ID:
+                self.ready = True
+                continue
             pending = self.waiting.pop(job_id, None)
             if pending is None:
                 continue  # a job whose caller went away and was told to stop
@@ -228,14 +233,15 @@ class QueryPool:
                    default=min(live, key=lambda w: w.busy))
 
     async def prepare_push(self, job: PrepareJob) -> Any:
-        """Preparer.prepare's answer for the body, from a worker with nothing to do; None
-        when every worker is busy or the one chosen went away (nothing was stored: the
-        caller does the work itself). The body's own error (a PushError) is raised."""
+        """Preparer.prepare's answer for the body, from a started worker with nothing to do;
+        None when every worker is busy or still starting (one more is started while fewer
+        than the pool's size run), or the one chosen went away: nothing was stored, the
+        caller does the work itself. The body's own error (a PushError) is raised."""
         live = self._live()[:self.size]
-        worker = next((w for w in live if not w.busy), None)
-        if worker is None and len(live) < self.size:
-            worker = self._start()
+        worker = next((w for w in live if w.ready and not w.busy), None)
         if worker is None:
+            if len(live) < self.size and all(w.ready for w in live):
+                self._start()  # for the pushes to come: this one is not kept waiting
             return None
         try:
             value, _ = await self._answer(worker, job)
@@ -308,8 +314,8 @@ __all__ = ["QueryPool", "WorkerGone", "pool_collector", "portable"]
 def pool_collector(pool: QueryPool) -> ScrapeCollector:
     """The worker processes in /metrics."""
     return ScrapeCollector(
-        gauge("logstore_query_workers", "Query worker processes running.",
-              lambda: sum(1 for w in pool.workers[:pool.size] if w.alive())),
+        gauge("logstore_query_workers", "Query worker processes running (started and ready).",
+              lambda: sum(1 for w in pool.workers[:pool.size] if w.ready and w.alive())),
         gauge("logstore_query_worker_jobs",
               "Evaluations running in query worker processes (a cancelled one until it "
               "has stopped).", lambda: sum(w.busy for w in pool.workers)),

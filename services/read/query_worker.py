@@ -39,6 +39,7 @@ from services.runtime import memory
 from storage.db import connect
 
 HEADER = struct.Struct("<IQ")  # payload length, job id
+READY_ID = 0  # the frame a worker sends once it can take jobs (jobs are numbered from 1)
 OPEN_FILES = 4  # databases a worker keeps connections to (one in a server; tests have many)
 MINED_FILES = 16  # databases a worker keeps pattern templates of (tests have many at once)
 MAX_JOBS = 16   # evaluations at once (the server's query gate admits querier.max_concurrent)
@@ -252,6 +253,7 @@ def main() -> int:
     # the engine allocates as a push does: the server's young-generation threshold (app.py)
     gc.set_threshold(memory.GC_GEN0_THRESHOLD, 10, 10)
     worker = Worker(out)
+    write_frame(out, READY_ID, b"")  # imported and listening
     while (frame := read_frame(inp)) is not None:
         job_id, payload = frame
         if not payload:

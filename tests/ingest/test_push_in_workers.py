@@ -1,14 +1,17 @@
-"""Large push bodies decoded and validated in a query worker process (services/ingest/
-ingester.py, `PrepareJob`), against real servers: the answers and what is stored are those
-of a server that does the work itself, and a worker lost in the middle of a push leaves the
-push to the server, with nothing lost."""
+"""Large push bodies decoded and validated in a query worker process while other pushes are
+in the server (services/ingest/ingester.py, `PrepareJob`), against real servers: the
+answers and what is stored are those of a server that does the work itself, a push alone
+is done by the server, and a worker lost in the middle of a push leaves the push to the
+server, with nothing lost."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import time
 
@@ -92,6 +95,24 @@ def _pushes(now: int) -> list[tuple[bytes, dict]]:
     return good + refused
 
 
+@contextlib.contextmanager
+def _another_push_in_flight(srv):
+    """A push whose body is still arriving: the server counts it among its pushes."""
+    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(f"POST {PUSH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 1000\r\n\r\n{\"streams\": [".encode())
+        _wait_for(lambda: _metric(srv.url, "logstore_distributor_inflight_bytes") > 0)
+        yield
+
+
+def _start_a_worker(srv) -> None:
+    """A query: evaluated in a worker, which has started and answered once it is done."""
+    r = httpx.get(srv.url + "/logstore/api/v1/query", params={
+        "query": 'count_over_time({env="prod"}[1m])', "time": str(time.time_ns())})
+    assert r.status_code == 200, r.text
+    assert _metric(srv.url, "logstore_query_workers_started_total") == 1
+
+
 def _rollups(db_path: str) -> list[tuple]:
     conn = sqlite3.connect(db_path)
     try:
@@ -109,8 +130,11 @@ def test_a_worker_answers_and_stores_as_the_server_does(make_server, tmp_path):
     for workers in (0, 2):
         srv = make_server({**LIMITS, "querier": {"worker_processes": workers}},
                           data_dir=tmp_path / f"w{workers}")
-        got = [httpx.post(srv.url + PUSH, content=body, headers=headers)
-               for body, headers in pushes]
+        if workers:
+            _start_a_worker(srv)
+        with _another_push_in_flight(srv):
+            got = [httpx.post(srv.url + PUSH, content=body, headers=headers)
+                   for body, headers in pushes]
         # the oldest timestamp accepted moves with the clock
         answers.append([(r.status_code, OLDEST.sub("is: (now - 1h)", r.text)) for r in got])
         if workers:
@@ -134,22 +158,54 @@ def test_a_worker_answers_and_stores_as_the_server_does(make_server, tmp_path):
     assert sum(r[3] for r in rollups) == len(rows) and rollups_w == rollups
 
 
-def test_a_worker_lost_mid_push_leaves_the_push_to_the_server(make_server):
+def test_a_push_alone_is_done_by_the_server(make_server):
     srv = make_server({**LIMITS, "querier": {"worker_processes": 1}})
+    _start_a_worker(srv)
     now = time.time_ns()
-    r = httpx.post(srv.url + PUSH, content=_json_push(now, 1), headers=JSON)
+    for seed in (1, 2):  # one after the other, as one client sends them
+        r = httpx.post(srv.url + PUSH, content=_json_push(now, seed), headers=JSON)
+        assert r.status_code == 204, r.text
+    assert _metric(srv.url, "logstore_query_worker_pushes_total") == 0
+    with _another_push_in_flight(srv):
+        r = httpx.post(srv.url + PUSH, content=_json_push(now, 3), headers=JSON)
     assert r.status_code == 204, r.text
     assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1
-    pids = query_worker_pids(group=srv.proc.pid)
-    assert len(pids) == 1, pids
-    os.kill(pids[0], signal.SIGSTOP)  # it takes the next push and never answers
-    try:
-        thread, answer = in_thread(lambda: httpx.post(
-            srv.url + PUSH, content=_json_push(now, 2), headers=JSON, timeout=60))
-        _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
-    finally:
-        os.kill(pids[0], signal.SIGKILL)
-    thread.join()
+
+
+def test_the_push_that_starts_a_worker_does_not_wait_for_it(make_server):
+    srv = make_server({**LIMITS, "querier": {"worker_processes": 1}})
+    now = time.time_ns()
+    with _another_push_in_flight(srv):
+        r = httpx.post(srv.url + PUSH, content=_json_push(now, 1), headers=JSON)
+        assert r.status_code == 204, r.text
+        # no worker was running: one was started, and the push done here meanwhile
+        assert _metric(srv.url, "logstore_query_workers_started_total") == 1
+        assert _metric(srv.url, "logstore_query_worker_pushes_total") == 0
+        _wait_for(lambda: _metric(srv.url, "logstore_query_workers") == 1)  # it is ready
+        r = httpx.post(srv.url + PUSH, content=_json_push(now, 2), headers=JSON)
+        assert r.status_code == 204, r.text
+    assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1
+    assert _metric(srv.url, "logstore_query_workers_started_total") == 1
+
+
+def test_a_worker_lost_mid_push_leaves_the_push_to_the_server(make_server):
+    srv = make_server({**LIMITS, "querier": {"worker_processes": 1}})
+    _start_a_worker(srv)
+    now = time.time_ns()
+    with _another_push_in_flight(srv):
+        r = httpx.post(srv.url + PUSH, content=_json_push(now, 1), headers=JSON)
+        assert r.status_code == 204, r.text
+        assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1
+        pids = query_worker_pids(group=srv.proc.pid)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGSTOP)  # it takes the next push and never answers
+        try:
+            thread, answer = in_thread(lambda: httpx.post(
+                srv.url + PUSH, content=_json_push(now, 2), headers=JSON, timeout=60))
+            _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
+        finally:
+            os.kill(pids[0], signal.SIGKILL)
+        thread.join()
     assert isinstance(answer[0], httpx.Response), answer
     assert answer[0].status_code == 204, answer[0].text
     assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1  # done by the server
