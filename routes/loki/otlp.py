@@ -11,44 +11,22 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import msgspec
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
 from litestar import Request, Response, post
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from logql import depth
 from routes.errors import PlainError, internal_error_text, log_internal_error
 from routes.loki.push import read_body
 from services.ingest.decode import decode_content_encoding
 from routes.deps import Ctx
 from services.runtime.errors import DiskFull
-from services.ingest.otlp import OtlpError, hex_ids_to_base64
+from services.ingest.otlp import JSON, PROTOBUF, OtlpError
 
 ENCODINGS = ("gzip", "zstd", "lz4")
-PROTOBUF, JSON = "application/x-protobuf", "application/json"
 
 
 def status_response(status: int, message: str) -> Response:
     body = status_pb2.Status(message=message).SerializeToString()
     return Response(content=body, status_code=status, media_type="application/octet-stream")
-
-
-def _decode(body: bytes, media: str) -> Any:
-    if media == PROTOBUF:
-        try:
-            return ExportLogsServiceRequest.FromString(body)
-        except DecodeError as exc:
-            raise OtlpError(f"failed to unmarshal request: {exc}") from None
-    try:
-        # measured before decoding: msgspec, hex_ids_to_base64 and ParseDict all recurse
-        depth.check_json(body)
-        document = hex_ids_to_base64(msgspec.json.decode(body)) if body.strip() else {}
-        return json_format.ParseDict(document, ExportLogsServiceRequest(),
-                                     ignore_unknown_fields=True)
-    except (msgspec.DecodeError, json_format.ParseError, depth.TooDeep) as exc:
-        raise OtlpError(f"failed to unmarshal request: {exc}") from None
 
 
 @post("/otlp/v1/logs")
@@ -71,8 +49,9 @@ async def otlp_logs(request: Request, ctx: Ctx) -> Response:
             body = await read_body(request, limits.max_recv_msg_size, hold)
             body = decode_content_encoding(body, encoding, limits.max_decompressed_size, hold,
                                            ENCODINGS)
-            streams = ctx.otlp_mappers.of(tenant).streams(_decode(body, media))
-            outcome = await ctx.ingester.push(tenant, streams)
+            outcome = await ctx.ingester.push_body(tenant, media, body,
+                                                   limits.max_decompressed_size, hold,
+                                                   otlp=ctx.otlp_mappers.of(tenant))
     except OtlpError as exc:
         return status_response(400, str(exc))
     except PlainError as exc:  # push's errors (PushError) included

@@ -15,6 +15,7 @@ from logql.errors import StoreUnavailable
 from services.ingest.decode import JSON_MEDIA, decode_body, snappy_size
 from services.ingest.ingest_limits import IngestLimits
 from services.ingest.inflight import Held
+from services.ingest.otlp import OtlpMapper, decode_otlp
 from services.ingest.prepare import Preparer, PushError, PushOutcome, RawStream
 from services.read.query_pool import QueryPool
 from services.read.query_worker import PrepareJob
@@ -117,23 +118,28 @@ class Ingester:
         return await self._store(tenant, prepared, outcome)
 
     async def push_body(self, tenant: str, media: str, body: bytes, limit: int,
-                        hold: Held | None) -> PushOutcome:
-        """A push body, JSON or snappy protobuf (`limit`: the most it may inflate to)."""
+                        hold: Held | None, otlp: OtlpMapper | None = None) -> PushOutcome:
+        """A push body: Loki's JSON or snappy protobuf (`limit`: the most it may inflate
+        to), or with `otlp` (the tenant's mapper) an OTLP/HTTP one, protobuf or JSON."""
         self._check_running()
         lim = self.limits.of(tenant)
         inflated = 0
         if self.workers is not None and hold is not None and hold.budget.pushes > 1:
-            inflated = len(body) if media == JSON_MEDIA else max(snappy_size(body, limit), 0)
+            inflated = len(body) if media == JSON_MEDIA or otlp is not None else \
+                max(snappy_size(body, limit), 0)
         if inflated >= ELSEWHERE_BYTES:
-            if media != JSON_MEDIA:
+            if media != JSON_MEDIA and otlp is None:
                 hold.add(inflated)  # inflated there, held here
-            done = await self.workers.prepare_push(
-                PrepareJob(media, body, limit, lim, time.time_ns()))
+            done = await self.workers.prepare_push(PrepareJob(
+                media, body, limit, lim, time.time_ns(),
+                otlp.config if otlp is not None else None))
             if done is not None:
                 return await self._store(tenant, *done)
             hold = None  # done here after all: its inflated size is counted already
-        prepared, outcome = self.preparer.prepare(decode_body(media, body, limit, hold),
-                                                  time.time_ns(), lim)
+        now = time.time_ns()
+        streams = decode_body(media, body, limit, hold) if otlp is None else \
+            otlp.streams(decode_otlp(body, media), now)
+        prepared, outcome = self.preparer.prepare(streams, now, lim)
         return await self._store(tenant, prepared, outcome)
 
     async def _store(self, tenant: str, prepared: list[PreparedStream],

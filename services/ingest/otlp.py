@@ -14,8 +14,12 @@ import time
 from typing import Any, Iterable
 
 import msgspec
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from config import OtlpAttributeRule, OtlpConfig
+from logql import depth
 from logql.gocompat.format import format_float_f
 from logql.model import TS_MAX
 from services.ingest.prepare import RawStream, normalise_metadata_name
@@ -31,6 +35,7 @@ DEFAULT_INDEX_ATTRIBUTES = frozenset((
     "k8s.daemonset.name", "k8s.cronjob.name", "k8s.job.name",
 ))
 INDEX, METADATA = "index_label", "structured_metadata"  # any other action drops
+PROTOBUF, JSON = "application/x-protobuf", "application/json"
 _json = msgspec.json.Encoder(order="sorted")
 
 
@@ -125,6 +130,7 @@ class OtlpMapper:
     `limits_config.otlp_config`."""
 
     def __init__(self, cfg: OtlpConfig):
+        self.config = cfg  # what a query worker builds its own mapper from
         res = cfg.resource_attributes
         self.resource = _Rules(res.attributes_config, METADATA,
                                frozenset() if res.ignore_defaults else DEFAULT_INDEX_ATTRIBUTES)
@@ -232,6 +238,24 @@ def hex_ids_to_base64(document: Any) -> Any:
         for item in document:
             hex_ids_to_base64(item)
     return document
+
+
+def decode_otlp(body: bytes, media: str) -> Any:
+    """An ExportLogsServiceRequest from its protobuf or OTLP/JSON body."""
+    if media == PROTOBUF:
+        try:
+            return ExportLogsServiceRequest.FromString(body)
+        except DecodeError as exc:
+            raise OtlpError(f"failed to unmarshal request: {exc}") from None
+    try:
+        # measured before decoding: msgspec, hex_ids_to_base64 and ParseDict all recurse
+        depth.check_json(body)
+        document = hex_ids_to_base64(msgspec.json.decode(body)) if body.strip() else {}
+        return json_format.ParseDict(document, ExportLogsServiceRequest(),
+                                     ignore_unknown_fields=True)
+    except (msgspec.DecodeError, json_format.ParseError, depth.TooDeep) as exc:
+        raise OtlpError(f"failed to unmarshal request: {exc}") from None
+
 
 
 class TenantMappers:

@@ -27,11 +27,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from config import LimitsConfig
+import msgspec
+
+from config import LimitsConfig, OtlpConfig
 from logql.engine.logs import evaluate_log_query
 from logql.engine.metrics import evaluate_steps
 from logql.engine.results import QueryStats
 from services.ingest.decode import decode_body
+from services.ingest.otlp import OtlpMapper, decode_otlp
 from services.ingest.prepare import Preparer
 from services.patterns.mining import MinerState, PatternJob, run_job
 from services.read.readers import Reading, Scope, Visibility, reader_for
@@ -42,6 +45,7 @@ HEADER = struct.Struct("<IQ")  # payload length, job id
 READY_ID = 0  # the frame a worker sends once it can take jobs (jobs are numbered from 1)
 OPEN_FILES = 4  # databases a worker keeps connections to (one in a server; tests have many)
 MINED_FILES = 16  # databases a worker keeps pattern templates of (tests have many at once)
+OTLP_CONFIGS = 64  # OTLP mappers a worker keeps, one per distinct otlp_config
 MAX_JOBS = 16   # evaluations at once (the server's query gate admits querier.max_concurrent)
 
 
@@ -90,6 +94,7 @@ class PrepareJob:
     limit: int  # the most the body may inflate to
     limits: LimitsConfig  # the pushing tenant's
     now_ns: int
+    otlp: OtlpConfig | None = None  # an OTLP/HTTP body, mapped per the tenant's otlp_config
 
 
 def run(reader: Reading, job: LogJob | StepsJob, stats: QueryStats) -> Any:
@@ -154,6 +159,8 @@ class Worker:
         self.readings: dict[int, Reading] = {}
         self.miner_states: dict[str, MinerState] = {}
         self.preparer = Preparer()  # caches only: shared by the jobs' threads
+        # by the otlp_config it maps by (tenants' configs rarely differ)
+        self.otlp_mappers: dict[bytes, OtlpMapper] = {}
         self.queued: set[int] = set()     # jobs received and not yet answered
         self.cancelled: set[int] = set()  # of those, the ones to stop as soon as they start
         self.threads = ThreadPoolExecutor(max_workers=MAX_JOBS,
@@ -199,6 +206,18 @@ class Worker:
                 state = self.miner_states[path] = MinerState()
             return state
 
+    def _push_streams(self, job: PrepareJob) -> list:
+        if job.otlp is None:
+            return decode_body(job.media, job.body, job.limit, None)
+        key = msgspec.msgpack.encode(job.otlp)
+        with self.conns_lock:
+            mapper = self.otlp_mappers.get(key)
+            if mapper is None:
+                if len(self.otlp_mappers) >= OTLP_CONFIGS:
+                    self.otlp_mappers.pop(next(iter(self.otlp_mappers)))
+                mapper = self.otlp_mappers[key] = OtlpMapper(job.otlp)
+        return mapper.streams(decode_otlp(job.body, job.media), job.now_ns)
+
     def _evaluate(self, job_id: int, conn: Any, request: Request | PatternRequest,
                   stats: QueryStats) -> Any:
         if isinstance(request, PatternRequest):
@@ -217,8 +236,8 @@ class Worker:
         try:
             request = pickle.loads(frame)
             if isinstance(request, PrepareJob):
-                streams = decode_body(request.media, request.body, request.limit, None)
-                value = self.preparer.prepare(streams, request.now_ns, request.limits)
+                value = self.preparer.prepare(self._push_streams(request), request.now_ns,
+                                              request.limits)
             else:
                 conn = self._take_connection(request.db_path)
                 value = self._evaluate(job_id, conn, request, stats)

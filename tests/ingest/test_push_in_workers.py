@@ -215,3 +215,51 @@ def test_a_worker_lost_mid_push_leaves_the_push_to_the_server(make_server):
     assert r.json()["data"]["result"][0]["value"][1] == str(2 * 3 * 120)
     assert _metric(srv.url, "logstore_query_workers_lost_total") == 1
     assert _metric(srv.url, "logstore_query_workers_started_total") == 2
+
+
+def _otlp(now: int, seed: int) -> dict:
+    """OTLP/JSON: two resources (index labels from service.name and k8s.pod.name), records
+    with attributes (structured metadata) and severities."""
+    def attr(key, value):
+        return {"key": key, "value": {"stringValue": value}}
+    resources = []
+    for pod in ("p1", "p2"):
+        records = [{"timeUnixNano": str(now - 1500 * NS + i * 10**9 + seed),
+                    "severityText": ("INFO", "WARN", "ERROR")[i % 3],
+                    "body": {"stringValue": line},
+                    "attributes": [attr("http.route", f"/r/{i % 7}")]}
+                   for i, line in enumerate(_lines(100, seed))]
+        resources.append({"resource": {"attributes": [attr("service.name", "shop"),
+                                                      attr("k8s.pod.name", pod),
+                                                      attr("host.name", "n1")]},
+                          "scopeLogs": [{"scope": {"name": "otel.py"}, "logRecords": records}]})
+    return {"resourceLogs": resources}
+
+
+def test_an_otlp_push_in_a_worker_is_stored_as_the_server_stores_it(make_server, tmp_path):
+    from tests.otlp.test_otlp import to_protobuf
+    now = time.time_ns()
+    bodies = [(to_protobuf(_otlp(now, 1)), "application/x-protobuf"),
+              (json.dumps(_otlp(now, 2)).encode(), "application/json"),
+              (b"\x0a\xff" * ELSEWHERE_BYTES, "application/x-protobuf")]  # not a request
+    assert all(len(body) >= ELSEWHERE_BYTES for body, _ in bodies)
+    answers, contents = [], []
+    for workers in (0, 1):
+        srv = make_server({"querier": {"worker_processes": workers}},
+                          data_dir=tmp_path / f"w{workers}")
+        if workers:
+            _start_a_worker(srv)
+        with _another_push_in_flight(srv):
+            got = [httpx.post(srv.url + "/otlp/v1/logs", content=body,
+                              headers={"Content-Type": media}) for body, media in bodies]
+        answers.append([(r.status_code, r.content) for r in got])
+        if workers:
+            assert _metric(srv.url, "logstore_query_worker_pushes_total") == 2
+        srv.stop()
+        contents.append(stored(str(srv.data_dir / "logstore.db")))
+    assert answers[0] == answers[1]
+    assert [status for status, _ in answers[1]] == [204, 204, 400]
+    assert b"failed to unmarshal request" in answers[1][2][1]
+    assert len(contents[1]) == 2 * 2 * 100 and contents[1] == contents[0]
+    labels, md = contents[1][0][1], contents[1][0][4]
+    assert "k8s_pod_name" in labels and md["http_route"] == "/r/0" and md["host_name"] == "n1"
