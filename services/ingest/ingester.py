@@ -36,6 +36,10 @@ WrittenListener = Callable[[str, AppendResult], None]
 # with), is done here: the round trip to a worker would only add to its time (pickling
 # both ways took 12 ms of a 24 ms push of 500 new streams).
 ELSEWHERE_BYTES = 16 << 10
+# ...and at most this much: the body is copied into the request to the worker and decoded
+# there, so a 100 MiB push would be held twice over, outside the in-flight bytes' count.
+# Promtail's and Alloy's batches are 1 MiB by default.
+ELSEWHERE_MAX_BYTES = 4 << 20
 
 
 class LogAppender(Protocol):
@@ -127,7 +131,7 @@ class Ingester:
         if self.workers is not None and hold is not None and hold.budget.pushes > 1:
             inflated = len(body) if media == JSON_MEDIA or otlp is not None else \
                 max(snappy_size(body, limit), 0)
-        if inflated >= ELSEWHERE_BYTES:
+        if ELSEWHERE_BYTES <= inflated <= ELSEWHERE_MAX_BYTES:
             if media != JSON_MEDIA and otlp is None:
                 hold.add(inflated)  # inflated there, held here
             done = await self.workers.prepare_push(PrepareJob(

@@ -19,7 +19,7 @@ import httpx
 import snappy
 
 from proto import push_pb2
-from services.ingest.ingester import ELSEWHERE_BYTES
+from services.ingest.ingester import ELSEWHERE_BYTES, ELSEWHERE_MAX_BYTES
 from tests.helpers import query_worker_pids, stored
 from tests.read.test_query_limits import _metric, _wait_for, in_thread
 
@@ -170,6 +170,22 @@ def test_a_push_alone_is_done_by_the_server(make_server):
         r = httpx.post(srv.url + PUSH, content=_json_push(now, 3), headers=JSON)
     assert r.status_code == 204, r.text
     assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1
+
+
+def test_a_very_large_push_is_done_by_the_server(make_server):
+    srv = make_server({**LIMITS, "querier": {"worker_processes": 1}})
+    _start_a_worker(srv)
+    now = time.time_ns()
+    values = [[str(now - 1000 * NS + i), f"{i} " + "x" * 500] for i in range(9000)]
+    body = json.dumps({"streams": [{"stream": {"app": "big"}, "values": values}]}).encode()
+    assert len(body) > ELSEWHERE_MAX_BYTES
+    with _another_push_in_flight(srv):
+        r = httpx.post(srv.url + PUSH, content=body, headers=JSON, timeout=60)
+        assert r.status_code == 204, r.text
+        assert _metric(srv.url, "logstore_query_worker_pushes_total") == 0
+        r = httpx.post(srv.url + PUSH, content=_json_push(now, 1), headers=JSON)
+        assert r.status_code == 204, r.text
+        assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1
 
 
 def test_the_push_that_starts_a_worker_does_not_wait_for_it(make_server):
