@@ -249,6 +249,7 @@ def main() -> None:
                          "the server still runs (SQLite's -wal file included, issue 25)")
     ap.add_argument("--no-report", action="store_true")
     add_backend_flag(ap)
+    add_workers_flag(ap)
     args = ap.parse_args()
 
     end_ns = time.time_ns()
@@ -268,7 +269,8 @@ def main() -> None:
     port = free_port()
     otlp = args.format == "otlp"
     proc = start_server(data_dir, port, (OTLP_INDEX_ALL if otlp else "")
-                        + backend_config(args.backend, data_dir))
+                        + backend_config(args.backend, data_dir)
+                        + workers_config(args.workers))
     try:
         cpu_before = group_cpu_seconds(proc.pid)
         elapsed = push_all(port, bodies, ctype, args.clients,
