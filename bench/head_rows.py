@@ -2,9 +2,12 @@
 one packed row per stream and push (issue 25's direction), with the server's own pragmas.
 
     .venv/bin/python bench/head_rows.py [--streams 20000] [--per-push 500] [--lines 10] [--runs 3]
+    .venv/bin/python bench/head_rows.py --streams 30 --per-push 30 --lines 33 --pushes 1000
 
 Each push creates `--per-push` new streams (a row in `streams`, one posting per label) and
-writes `--lines` logfmt lines to each, in one transaction that commits as the writer commits
+writes `--lines` logfmt lines to each; with `--pushes N`, pushes past the streams' creation
+write more lines to the same streams (the shape of issue 25's realistic ingest: 30 streams,
+1,000-line pushes), in one transaction that commits as the writer commits
 a push (WAL, synchronous=FULL): the bench of issue 22's table (`bench/cardinality.py`) less
 HTTP, decoding and validation. Prints milliseconds per phase, summed over all pushes, best
 of `--runs`; nothing is written to bench/REPORT.md (the figures are quoted there by hand).
@@ -33,7 +36,8 @@ PACKED = ("CREATE TABLE packed (id INTEGER PRIMARY KEY, stream_id INTEGER NOT NU
           "CREATE INDEX packed_stream_time ON packed (stream_id, max_ts, min_ts);")
 
 
-def run(mode: str, streams: int, per_push: int, lines: int, directory: str) -> dict[str, float]:
+def run(mode: str, streams: int, per_push: int, lines: int, pushes: int,
+        directory: str) -> dict[str, float]:
     path = os.path.join(directory, f"{mode}.db")
     conn = D.connect(path)
     for _, _, sql in D.migration_files():
@@ -43,16 +47,20 @@ def run(mode: str, streams: int, per_push: int, lines: int, directory: str) -> d
     now = time.time_ns()
     sid = eid = 0
     spent = dict.fromkeys(("streams", "postings", "lines", "commit"), 0.0)
-    for _ in range(streams // per_push):
+    creating = streams // per_push
+    for push in range(max(pushes, creating)):
         new, postings, rows = [], [], []
         for _ in range(per_push):
-            sid += 1
-            labels = {"app": f"a{sid % 50}", "env": "prod", "pod": f"pod-{sid}",
-                      "service_name": f"a{sid % 50}"}
-            text = "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
-            new.append((sid, "bench", text, rnd.getrandbits(63), now, now))
-            postings += [("bench", k, v, sid) for k, v in labels.items()]
-            stamps = [now + k * 300 * 10**9 + sid for k in range(lines)]
+            if push < creating:
+                sid += 1
+                labels = {"app": f"a{sid % 50}", "env": "prod", "pod": f"pod-{sid}",
+                          "service_name": f"a{sid % 50}"}
+                text = "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+                new.append((sid, "bench", text, rnd.getrandbits(63), now, now))
+                postings += [("bench", k, v, sid) for k, v in labels.items()]
+            else:
+                sid = sid % streams + 1  # the same streams again
+            stamps = [now + (push * lines + k) * 300 * 10**9 + sid for k in range(lines)]
             texts = [LINE.format(i=sid, ms=rnd.randrange(1, 900), u=rnd.randrange(999))
                      for _ in range(lines)]
             if mode == "rows":
@@ -94,15 +102,19 @@ def main() -> None:
     ap.add_argument("--per-push", type=int, default=500)
     ap.add_argument("--lines", type=int, default=10)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--pushes", type=int, default=0,
+                    help="pushes in all (default: those that create the streams)")
     args = ap.parse_args()
     best: dict[str, dict[str, float]] = {}
     for _ in range(args.runs):
         for mode in ("rows", "packed"):  # alternating, so both see the same machine
             with tempfile.TemporaryDirectory(prefix="logstore-head-") as directory:
-                spent = run(mode, args.streams, args.per_push, args.lines, directory)
+                spent = run(mode, args.streams, args.per_push, args.lines, args.pushes,
+                            directory)
             if mode not in best or sum(spent.values()) < sum(best[mode].values()):
                 best[mode] = spent
-    print(f"{args.streams} streams, {args.per_push} new a push, {args.lines} lines each; "
+    print(f"{args.streams} streams, {args.per_push} a push, {args.lines} lines each, "
+          f"{max(args.pushes, args.streams // args.per_push)} pushes; "
           "ms summed over the pushes, best of", args.runs)
     for mode, spent in best.items():
         parts = ", ".join(f"{k} {v:,.0f}" for k, v in spent.items())
