@@ -144,12 +144,10 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     result.duplicates = sum(len(ps.rows) for ps in streams) - result.inserted
     extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)
                                 for sid, ps in zip(sids, streams) if sid not in created])
-    if not result.inserted:
-        pass
-    elif not result.duplicates and _tallies_pay(streams, result.inserted):
+    if result.inserted and not result.duplicates and _tallies_pay(streams, result.inserted):
         conn.executemany(ADD_TALLIES, (
             (sid, minute, md, lines, size) for sid, ps in zip(sids, streams)
             for (minute, md), (lines, size) in ps.tallies.items()))
-    else:
+    elif result.inserted:
         conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, newest_before))
     return result

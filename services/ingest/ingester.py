@@ -115,7 +115,7 @@ class Ingester:
             raise PushError(503, STOPPING_TEXT)
 
     async def push(self, tenant: str, raw_streams: list[RawStream]) -> PushOutcome:
-        """Streams already decoded (OTLP, the legacy JSON push)."""
+        """Streams already decoded (the legacy JSON push)."""
         self._check_running()
         prepared, outcome = self.preparer.prepare(raw_streams, time.time_ns(),
                                                   self.limits.of(tenant))

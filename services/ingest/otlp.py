@@ -22,6 +22,7 @@ from config import OtlpAttributeRule, OtlpConfig
 from logql import depth
 from logql.gocompat.format import format_float_f
 from logql.model import TS_MAX
+from services.ingest.decode import JSON_MEDIA
 from services.ingest.prepare import RawStream, normalise_metadata_name
 from services.runtime.limits import Limits
 
@@ -35,7 +36,7 @@ DEFAULT_INDEX_ATTRIBUTES = frozenset((
     "k8s.daemonset.name", "k8s.cronjob.name", "k8s.job.name",
 ))
 INDEX, METADATA = "index_label", "structured_metadata"  # any other action drops
-PROTOBUF, JSON = "application/x-protobuf", "application/json"
+PROTOBUF, JSON = "application/x-protobuf", JSON_MEDIA
 _json = msgspec.json.Encoder(order="sorted")
 
 
@@ -255,7 +256,6 @@ def decode_otlp(body: bytes, media: str) -> Any:
                                      ignore_unknown_fields=True)
     except (msgspec.DecodeError, json_format.ParseError, depth.TooDeep) as exc:
         raise OtlpError(f"failed to unmarshal request: {exc}") from None
-
 
 
 class TenantMappers:

@@ -14,9 +14,9 @@ kept; each runs its jobs on threads of its own, so a small query shares a worker
 with a heavy one instead of queueing behind it (the query gate still bounds how many run).
 One that dies (a crash, the OOM killer) fails the queries it ran with a 500 and is
 replaced. When the caller goes away the worker is told, and the evaluation ends at its
-next check, as on a reader thread. A large push body is decoded and validated in a worker
-with no job running (started if fewer than the pool's size run); with none idle, the
-server does it itself.
+next check, as on a reader thread. While other pushes are in the server, a large push body
+is decoded and validated in a ready worker with no job running; with none, the server does
+it itself (and starts a worker for later if fewer than the pool's size run).
 """
 
 from __future__ import annotations

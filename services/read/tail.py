@@ -25,6 +25,7 @@ from logql.plan import LogPlan
 from logql.pipeline.builder import LabelsBuilder
 from logql.engine.results import categorized_labels
 from logql.model import canonical_labels
+from services.ingest.prepare import rfc3339
 
 MAX_ENTRIES_PER_FRAME = 100
 MAX_DROPPED_PER_FRAME = 1000
@@ -37,11 +38,6 @@ MAX_DROPPED_KEPT = 10_000          # dropped-entry records kept per session betw
 THREAD_BATCH_ROWS = 500
 
 _decode_md = msgspec.json.Decoder(dict[str, str]).decode
-
-
-def _rfc3339(ns: int) -> str:
-    from services.ingest.prepare import rfc3339
-    return rfc3339(ns)
 
 
 @dataclass
@@ -233,7 +229,7 @@ class Tailer:
         for ts, line, key, extra in entries:
             values = groups.setdefault(key, [])
             if self.legacy:
-                values.append({"ts": _rfc3339(ts), "line": line})
+                values.append({"ts": rfc3339(ts), "line": line})
             elif self.categorize:
                 values.append([str(ts), line, extra or {}])
             else:
@@ -251,7 +247,7 @@ class Tailer:
 
     def _attach_dropped(self, frame: dict, dropped: list[tuple[dict[str, str], int]]) -> None:
         if self.legacy:
-            frame["dropped_entries"] = [{"Timestamp": _rfc3339(ts),
+            frame["dropped_entries"] = [{"Timestamp": rfc3339(ts),
                                          "Labels": canonical_labels(labels)}
                                         for labels, ts in dropped]
         else:
