@@ -110,6 +110,12 @@ def test_kept_summaries_stay_under_the_bound_and_answers_stay_whole(tmp_path, mo
     assert read([4, 5, 6, 7]) == [4, 5, 6, 7] and kept() == 7
     assert read([8, 9]) == [8, 9] and kept() == 2        # past the bound: dropped, refilled
     assert read(list(range(1, 13))) == list(range(1, 13)) and kept() == 2  # too broad to keep
+    # a read of more than half the bound, but within it, keeps its own: asked again (a
+    # dashboard's refresh), it reads no summary from SQLite
+    assert read([1, 2, 3, 4, 5, 6]) == [1, 2, 3, 4, 5, 6] and kept() == 8
+    seen = _statements(conn)
+    assert read([1, 2, 3, 4, 5, 6]) == [1, 2, 3, 4, 5, 6]
+    assert seen and not [s for s in seen if "md_names" in s]
     conn.close()
 
 
