@@ -7,7 +7,9 @@ Rows are `(id, stream_id, ts, line, metadata)`; `metadata` is the stored JSON te
 Ordered scans walk the time range in windows that grow while they return few rows and shrink
 when they return many: a query that stops after `limit` entries touches only the newest (or
 oldest) few windows, and each window's ORDER BY sorts only that window's rows. Stream ids go
-in as one JSON array parameter (`json_each`), so any number of streams needs one placeholder.
+in as one JSON array parameter (`json_each`), so any number of streams needs one placeholder;
+a statement over the whole range takes them as a few ranges of ids when they are
+(`storage.stream_set`).
 
 Line conditions (`LineConditions`) are derived by the planner from the leading line filters:
 every line they reject is one the pipeline would reject too, so they may only narrow the scan;
@@ -27,6 +29,7 @@ from typing import Iterator, Sequence
 from logql.errors import QueryTimeout
 from logql.reading import LineConditions, Row, ci_testable
 from storage.blocks.sealed import SealedBlocks
+from storage.stream_set import stream_condition
 
 FIRST_WINDOW_NS = 60 * 10**9
 TARGET_ROWS = 4000
@@ -96,8 +99,9 @@ def _ids_param(stream_ids: Sequence[int]) -> str:
     return json.dumps(list(stream_ids))
 
 
-_SELECT = ("SELECT id, stream_id, ts, line, metadata FROM entries "
-           "WHERE stream_id IN (SELECT value FROM json_each(?)) AND ts >= ? AND ts < ?")
+_SELECT_WHERE = ("SELECT id, stream_id, ts, line, metadata FROM entries "
+                 "WHERE {streams} AND ts >= ? AND ts < ?")
+_SELECT = _SELECT_WHERE.format(streams="stream_id IN (SELECT value FROM json_each(?))")
 
 
 def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int, *,
@@ -141,10 +145,10 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
         if sealed.mostly_ruled_out():
             # a rare needle by the sealed blocks' Bloom filters: the one pass over the head
             # that finds its rows also counts what the stats report
-            held, totals = _tallied_rows(conn, where, ids, lo, hi, cond_params)
+            held, totals = _tallied_rows(conn, where, stream_ids, lo, hi, cond_params)
             progress.head_totals = (lo, hi, *totals)
         else:
-            held = _held_rows(conn, _SELECT + where, ids, lo, hi, cond_params)
+            held = _held_rows(conn, where, stream_ids, lo, hi, cond_params)
     head = held is None and (sealed is None or lo >= hi or conn.execute(
         "SELECT 1 FROM entries WHERE stream_id IN (SELECT value FROM json_each(?)) "
         "AND ts >= ? AND ts < ? LIMIT 1", (ids, lo, hi)).fetchone() is not None)
@@ -223,13 +227,14 @@ class _HeldRows:
         return part
 
 
-def _held_rows(conn: sqlite3.Connection, sql: str, ids: str, lo: int, hi: int,
-               cond_params: Sequence) -> _HeldRows | None:
+def _held_rows(conn: sqlite3.Connection, where: str, stream_ids: Sequence[int], lo: int,
+               hi: int, cond_params: Sequence) -> _HeldRows | None:
     """The head's rows in [lo, hi) that pass the conditions, when there are at most
     WINDOW_MAX_ROWS of them (a rare needle); None when there are more: windows then read
     them a part at a time. Unordered, so a common needle stops SQLite early."""
-    rows = conn.execute(sql + " LIMIT ?",
-                        (ids, lo, hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall()
+    streams, stream_params = stream_condition(stream_ids)
+    rows = conn.execute(_SELECT_WHERE.format(streams=streams) + where + " LIMIT ?",
+                        (*stream_params, lo, hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall()
     return _HeldRows(rows) if len(rows) <= WINDOW_MAX_ROWS else None
 
 
@@ -237,21 +242,21 @@ def _held_rows(conn: sqlite3.Connection, sql: str, ids: str, lo: int, hi: int,
 # named, in one pass
 _TALLY = ("SELECT count(*), coalesce(sum(length(CAST(line AS BLOB))), 0), count(hit), "
           "group_concat(hit) FROM (SELECT line, CASE WHEN {cond} THEN id END AS hit "
-          "FROM entries WHERE stream_id IN (SELECT value FROM json_each(?)) "
-          "AND ts >= ? AND ts < ?)")
+          "FROM entries WHERE {streams} AND ts >= ? AND ts < ?)")
 _BY_IDS = ("SELECT id, stream_id, ts, line, metadata FROM entries "
            "WHERE id IN (SELECT value FROM json_each(?))")
 
 
-def _tallied_rows(conn: sqlite3.Connection, where: str, ids: str, lo: int, hi: int,
-                  cond_params: Sequence) -> tuple[_HeldRows | None, tuple[int, int]]:
+def _tallied_rows(conn: sqlite3.Connection, where: str, stream_ids: Sequence[int], lo: int,
+                  hi: int, cond_params: Sequence) -> tuple[_HeldRows | None, tuple[int, int]]:
     """As _held_rows, and the (lines, bytes) of every head row of the streams in [lo, hi),
     from one pass: reading the head's lines once for the needle and once more for the
     stats was most of a rare needle's head work. With no early stop, so only for needles
     the Bloom filters already found rare."""
     cond = where.removeprefix(" AND ")
-    n, size, hits, found = conn.execute(_TALLY.format(cond=cond),
-                                        (*cond_params, ids, lo, hi)).fetchone()
+    streams, stream_params = stream_condition(stream_ids)
+    n, size, hits, found = conn.execute(_TALLY.format(cond=cond, streams=streams),
+                                        (*cond_params, *stream_params, lo, hi)).fetchone()
     if hits > WINDOW_MAX_ROWS:
         return None, (n, size)
     rows = conn.execute(_BY_IDS, (f"[{found or ''}]",)).fetchall() if hits else []
@@ -323,7 +328,9 @@ def scan_unordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: i
     if not stream_ids or start >= end:
         return
     where, cond_params = conditions_sql(conditions)
-    cur = conn.execute(_SELECT + where, (_ids_param(stream_ids), start, end, *cond_params))
+    streams, stream_params = stream_condition(stream_ids)
+    cur = conn.execute(_SELECT_WHERE.format(streams=streams) + where,
+                       (*stream_params, start, end, *cond_params))
     while True:
         rows = cur.fetchmany(target_rows)
         if not rows:
@@ -374,9 +381,9 @@ def range_counts(conn: sqlite3.Connection, stream_ids: Sequence[int], lo: int, h
     if head is not None and head[:2] == (lo, hi):
         n, size = head[2:]
     else:
+        streams, stream_params = stream_condition(stream_ids)
         n, size = conn.execute(
             "SELECT count(*), coalesce(sum(length(CAST(line AS BLOB))), 0) FROM entries "
-            "WHERE stream_id IN (SELECT value FROM json_each(?)) AND ts >= ? AND ts < ?",
-            (_ids_param(stream_ids), lo, hi)).fetchone()
+            f"WHERE {streams} AND ts >= ? AND ts < ?", (*stream_params, lo, hi)).fetchone()
     sealed_n, sealed_size = sealed.counts(lo, hi)
     return n + sealed_n, size + sealed_size

@@ -130,3 +130,56 @@ def test_a_rare_needle_counts_the_head_in_the_pass_that_finds_it(store):
         assert len(tallied) == 1 and counted == []
     else:  # no blocks to say the needle is rare: the head is counted on its own
         assert tallied == [] and len(counted) == 1
+
+
+def test_streams_created_between_a_tenants_own_read_as_ranges_stay_the_other_tenants(
+        make_client, tmp_path, monkeypatch):
+    """A tenant's 1,200 streams created in two pushes with another tenant's 600 between them
+    have ids in two runs, which the whole-range statements test as two ranges of ids: the
+    other tenant's lines, in between, hold the same needle and are neither returned nor
+    counted."""
+    from storage import db as storage_db
+
+    statements: list[str] = []
+    real = storage_db.sqlite3.connect
+
+    def connect(path, *args, **kwargs):
+        conn = real(path, *args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+    monkeypatch.setattr(storage_db.sqlite3, "connect", connect)
+    client = make_client(CONFIG, data_dir=tmp_path / "data")
+    now = time.time_ns()
+
+    def push(tenant: str, pods: range, text: str) -> list[str]:
+        streams = [{"stream": {"env": "prod", "pod": f"pod-{i}"},
+                    "values": [[str(now - m * 60 * NS + i), f"{text} pod={i} minute={m}"]
+                               for m in (5, 25)]} for i in pods]
+        r = client.post(PUSH, content=json.dumps({"streams": streams}),
+                        headers={**JSON_HEADERS, "X-Scope-OrgID": tenant})
+        assert r.status_code == 204, r.text
+        return [v[1] for s in streams for v in s["values"]]
+
+    mine = push(TENANT, range(600), "mine")
+    push("other", range(600), "theirs")
+    mine += push(TENANT, range(600, 1200), "mine")
+    db = sqlite3.connect(tmp_path / "data" / "logstore.db")
+    ids = [i for (i,) in db.execute("SELECT id FROM streams WHERE tenant = ? ORDER BY id",
+                                    (TENANT,))]
+    others = [i for (i,) in db.execute("SELECT id FROM streams WHERE tenant = 'other'")]
+    db.close()
+    # the state the test names: the other tenant's ids lie between this tenant's two runs
+    assert len(ids) == 1200 and ids[599] < min(others) < max(others) < ids[600]
+    del statements[:]
+    r = client.get("/logstore/api/v1/query_range", headers=HEADERS,
+                   params={"query": '{env="prod"} |= "pod=7 "', "limit": "100",
+                           "start": str(now - 3600 * NS), "end": str(now + NS)})
+    assert r.status_code == 200, r.text
+    body = r.json()["data"]
+    assert [v[1] for s in body["result"] for v in s["values"]] == \
+        ["mine pod=7 minute=5", "mine pod=7 minute=25"]
+    summary = body["stats"]["summary"]
+    assert (summary["totalLinesProcessed"], summary["totalBytesProcessed"]) == \
+        (len(mine), sum(len(line.encode()) for line in mine))
+    ranged = [s for s in statements if "FROM entries" in s and "BETWEEN" in s]
+    assert ranged and all(s.count("BETWEEN") == 2 for s in ranged)
