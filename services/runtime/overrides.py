@@ -12,20 +12,30 @@ read at start (a bad one stops the start) and again every `runtime_config.period
 reload keeps the last good overrides, logs why and shows in /metrics, as Loki does.
 `Overrides.of(tenant)` (services/runtime/limits.py) is the tenant's whole LimitsConfig: the
 defaults with its keys replaced. Only the keys of `limits.TENANT_KEYS` may be set.
+
+Nodes of a cluster (`storage.shared.url`) share the text: a node publishes its file's text to
+the shared state when it starts and whenever the file changes (and parses), and every node,
+with a file or without, applies the newest published text within a `period`. So a change to
+one node's file reaches them all; nodes given different files follow the one read last
+(docs/scale-out.md). A published text this node cannot parse (its own `limits_config` may
+differ) is kept out as a bad file is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+import time
+from typing import Any, Callable
 
 import yaml
 
 from config import ConfigError, LimitsConfig, check_limits, limits_diff
+from logql.errors import StoreUnavailable
 from services.runtime.base import cancel_task
 from services.runtime.limits import TENANT_KEYS, Limits
 from services.runtime.metrics import ScrapeCollector, gauge
+from storage.shared import runtime_config as shared_text
 
 log = logging.getLogger("logstore.overrides")
 # keys a Loki runtime file may hold besides `overrides`; logstore has no use for them
@@ -64,13 +74,23 @@ def parse_overrides(text: str, defaults: LimitsConfig, where: str) -> dict[str, 
 class Overrides(Limits):
     """The tenants' limits, kept up to date with the runtime file."""
 
-    def __init__(self, defaults: LimitsConfig, path: str = "", period_ns: int = 10 * 10**9):
+    def __init__(self, defaults: LimitsConfig, path: str = "", period_ns: int = 10 * 10**9,
+                 shared: Any = None, node: str = "local"):
         super().__init__(defaults)
         self.path = path
         self.period = period_ns / 1e9
         self.last_reload_ok = True
         self.reloads = 0
+        # the text the overrides in force came from, and the file's last good text (a
+        # node of a cluster may apply another node's text while its own file is unchanged)
         self._text: str | None = None
+        self._file_text: str | None = None
+        # a cluster's shared state (storage.shared), this node's name in it, and the
+        # version of the shared text this node has seen and published
+        self.shared = shared
+        self.node = node
+        self.shared_version = 0
+        self._published: str | None = None
         self._task: asyncio.Task | None = None
         self._listeners: list[Callable[[], None]] = []
         if path:
@@ -90,26 +110,64 @@ class Overrides(Limits):
     def _read(self) -> dict[str, LimitsConfig]:
         text = self._load()
         tenants = parse_overrides(text, self.defaults, self.path)
-        self._text = text
+        self._text = self._file_text = text
         return tenants
 
     def reload(self) -> bool:
         """Read the file again if it changed; False (keeping the old overrides) if the new
         one is bad."""
         try:
-            if self._load() == self._text:
+            text = self._load()
+            if text == self._file_text:
                 return True
-            self.tenants = self._read()
+            tenants = parse_overrides(text, self.defaults, self.path)
         except (OSError, ConfigError) as exc:
             self.last_reload_ok = False
             log.error("runtime config reload failed, keeping the last good one: %s", exc)
             return False
+        self._file_text = text
+        self._apply(text, tenants)
+        return True
+
+    def _apply(self, text: str, tenants: dict[str, LimitsConfig]) -> None:
+        self.tenants = tenants
+        self._text = text
         self.last_reload_ok = True
         self.reloads += 1
         log.info("runtime config reloaded: overrides for %d tenants", len(self.tenants))
         for listener in self._listeners:
             listener()
-        return True
+
+    async def share(self) -> None:
+        """A node of a cluster: publish the file's text when it is new to the shared state,
+        then apply the newest text published (this node's or another's). A shared state
+        that cannot be reached leaves the overrides as they are until the next period."""
+        if self.shared is None:
+            return
+        try:
+            if self._file_text is not None and self._file_text != self._published:
+                text = self._file_text
+                self.shared_version = await self.shared.write(
+                    lambda conn: shared_text.publish(conn, text, self.node, time.time_ns()))
+                self._published = text
+            found = await self.shared.read(shared_text.published)
+        except StoreUnavailable as exc:
+            log.warning("the shared runtime config cannot be read or written now: %s", exc)
+            return
+        if found is None or found[0] == self.shared_version:
+            return
+        version, text = found
+        self.shared_version = version
+        if text == self._text:
+            return
+        try:
+            tenants = parse_overrides(text, self.defaults, "(shared by the cluster)")
+        except ConfigError as exc:
+            self.last_reload_ok = False
+            log.error("the cluster's runtime config (version %d) is kept out, keeping the "
+                      "last good one: %s", version, exc)
+            return
+        self._apply(text, tenants)
 
     def as_yaml(self, diff: bool) -> str:
         """What GET /runtime_config shows: every tenant's overrides (only what differs from
@@ -121,7 +179,10 @@ class Overrides(Limits):
         return yaml.safe_dump({"overrides": shown}, sort_keys=False, default_flow_style=False)
 
     async def start(self) -> None:
-        if self.path:
+        # a node of a cluster starts with the cluster's overrides (its own file's, if it
+        # has one: a file read at start counts as a change)
+        await self.share()
+        if self.path or self.shared is not None:
             self._task = asyncio.get_running_loop().create_task(self._run(),
                                                                  name="runtime-config")
 
@@ -132,7 +193,9 @@ class Overrides(Limits):
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.period)
-            self.reload()
+            if self.path:
+                self.reload()
+            await self.share()
 
 
 def collector(overrides: Overrides) -> ScrapeCollector:

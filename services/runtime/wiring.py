@@ -107,7 +107,8 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     # what other nodes write is read again this often (one node has nothing to re-read)
     refresh = REFRESH_SECONDS if remote_state else None
 
-    limits = Overrides(limits_config, cfg.runtime_config.file, cfg.runtime_config.period)
+    limits = Overrides(limits_config, cfg.runtime_config.file, cfg.runtime_config.period,
+                       shared=remote_state, node=leases.node)
     ingest_limits = IngestLimits(limits.of)
     inflight_bytes = InflightBytes(cfg.distributor.max_inflight_bytes)
 

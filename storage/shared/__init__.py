@@ -1,5 +1,6 @@
 """The state several logstore nodes share (docs/scale-out.md): rule groups and alerts, delete
-requests, patterns, Grafana's objects and the leases of once-per-cluster work. One node keeps
+requests, patterns, Grafana's objects, the leases of once-per-cluster work, and (on
+PostgreSQL only) the runtime configuration's text (`runtime_config.py`). One node keeps
 it in its data directory's SQLite file (`storage.db.Database`); nodes of a cluster keep it in
 PostgreSQL (`storage.shared.postgres.PostgresState`). Both offer `SharedState`, and the
 storage modules that hold this state (storage/grafana, rules, deletes, patterns) are written
