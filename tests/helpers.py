@@ -99,3 +99,15 @@ def query_worker_pids(*, parent: int | None = None, group: int | None = None) ->
         if (parent is None or ppid == parent) and (group is None or pgrp == group):
             pids.append(int(entry))
     return pids
+
+
+def until(check, what: str, timeout: float = 45.0):
+    """Poll `check` until it returns something true (returned) or `timeout` seconds pass (a
+    failure naming `what`): waiting for a state another process reaches, with a deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"never reached: {what}"
+        time.sleep(0.05)  # polling for a state, with a deadline

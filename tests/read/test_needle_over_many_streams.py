@@ -32,6 +32,21 @@ def _values(i: int, now: int, minutes: range) -> list[list[str]]:
             for m in minutes if m % 20 == 5]
 
 
+def _traced(monkeypatch) -> list[str]:
+    """The statements the server's own SQLite connections run from now on."""
+    from storage import db as storage_db
+
+    statements: list[str] = []
+    real = storage_db.sqlite3.connect
+
+    def connect(path, *args, **kwargs):
+        conn = real(path, *args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+    monkeypatch.setattr(storage_db.sqlite3, "connect", connect)
+    return statements
+
+
 def _push(client, now: int, minutes: range) -> None:
     streams = [{"stream": {"env": "prod", "pod": f"pod-{i}"},
                 "values": _values(i, now, minutes)} for i in range(STREAMS)]
@@ -43,16 +58,7 @@ def _push(client, now: int, minutes: range) -> None:
 
 @pytest.fixture(params=["head", "split"])
 def store(request, make_client, tmp_path, monkeypatch):
-    from storage import db as storage_db
-
-    statements: list[str] = []
-    real = storage_db.sqlite3.connect
-
-    def connect(path, *args, **kwargs):
-        conn = real(path, *args, **kwargs)
-        conn.set_trace_callback(statements.append)
-        return conn
-    monkeypatch.setattr(storage_db.sqlite3, "connect", connect)
+    statements = _traced(monkeypatch)
     data = tmp_path / "data"
     client = make_client(CONFIG, data_dir=data)
     now = time.time_ns()
@@ -78,6 +84,19 @@ def _lines(client, now: int, query: str, limit: int, direction: str) -> list[str
                            "start": str(now - 3600 * NS), "end": str(now + NS)})
     assert r.status_code == 200, r.text
     return [v[1] for s in r.json()["data"]["result"] for v in s["values"]]
+
+
+def _needle(client, now: int) -> tuple[list[str], tuple[int, int]]:
+    """`|= "pod=7 "` over every stream of the last hour, limit 100: its lines, and the
+    (lines, bytes) its stats say were processed."""
+    r = client.get("/logstore/api/v1/query_range", headers=HEADERS,
+                   params={"query": '{env="prod"} |= "pod=7 "', "limit": "100",
+                           "start": str(now - 3600 * NS), "end": str(now + NS)})
+    assert r.status_code == 200, r.text
+    body = r.json()["data"]
+    summary = body["stats"]["summary"]
+    return ([v[1] for s in body["result"] for v in s["values"]],
+            (summary["totalLinesProcessed"], summary["totalBytesProcessed"]))
 
 
 def _head_scans(statements: list[str]) -> int:
@@ -113,16 +132,9 @@ def test_a_rare_needle_counts_the_head_in_the_pass_that_finds_it(store):
     client, now, statements, state = store
     pushed = [v[1] for i in range(STREAMS) for v in _values(i, now, range(1, 41))]
     del statements[:]
-    r = client.get("/logstore/api/v1/query_range", headers=HEADERS,
-                   params={"query": '{env="prod"} |= "pod=7 "', "limit": "100",
-                           "start": str(now - 3600 * NS), "end": str(now + NS)})
-    assert r.status_code == 200, r.text
-    body = r.json()["data"]
-    assert [v[1] for s in body["result"] for v in s["values"]] == \
-        [f"level=info pod=7 minute={m}" for m in range(1, 41)]
-    summary = body["stats"]["summary"]
-    assert (summary["totalLinesProcessed"], summary["totalBytesProcessed"]) == \
-        (len(pushed), sum(len(line.encode()) for line in pushed))
+    lines, processed = _needle(client, now)
+    assert lines == [f"level=info pod=7 minute={m}" for m in range(1, 41)]
+    assert processed == (len(pushed), sum(len(line.encode()) for line in pushed))
     tallied = [s for s in statements if "group_concat(hit)" in s]
     counted = [s for s in statements if s.startswith("SELECT count(*), coalesce(sum(length(")
                and s not in tallied]
@@ -138,16 +150,7 @@ def test_streams_created_between_a_tenants_own_read_as_ranges_stay_the_other_ten
     have ids in two runs, which the whole-range statements test as two ranges of ids: the
     other tenant's lines, in between, hold the same needle and are neither returned nor
     counted."""
-    from storage import db as storage_db
-
-    statements: list[str] = []
-    real = storage_db.sqlite3.connect
-
-    def connect(path, *args, **kwargs):
-        conn = real(path, *args, **kwargs)
-        conn.set_trace_callback(statements.append)
-        return conn
-    monkeypatch.setattr(storage_db.sqlite3, "connect", connect)
+    statements = _traced(monkeypatch)
     client = make_client(CONFIG, data_dir=tmp_path / "data")
     now = time.time_ns()
 
@@ -171,15 +174,8 @@ def test_streams_created_between_a_tenants_own_read_as_ranges_stay_the_other_ten
     # the state the test names: the other tenant's ids lie between this tenant's two runs
     assert len(ids) == 1200 and ids[599] < min(others) < max(others) < ids[600]
     del statements[:]
-    r = client.get("/logstore/api/v1/query_range", headers=HEADERS,
-                   params={"query": '{env="prod"} |= "pod=7 "', "limit": "100",
-                           "start": str(now - 3600 * NS), "end": str(now + NS)})
-    assert r.status_code == 200, r.text
-    body = r.json()["data"]
-    assert [v[1] for s in body["result"] for v in s["values"]] == \
-        ["mine pod=7 minute=5", "mine pod=7 minute=25"]
-    summary = body["stats"]["summary"]
-    assert (summary["totalLinesProcessed"], summary["totalBytesProcessed"]) == \
-        (len(mine), sum(len(line.encode()) for line in mine))
+    lines, processed = _needle(client, now)
+    assert lines == ["mine pod=7 minute=5", "mine pod=7 minute=25"]
+    assert processed == (len(mine), sum(len(line.encode()) for line in mine))
     ranged = [s for s in statements if "FROM entries" in s and "BETWEEN" in s]
     assert ranged and all(s.count("BETWEEN") == 2 for s in ranged)

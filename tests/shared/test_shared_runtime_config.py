@@ -6,7 +6,6 @@ a file that does not parse reaches nobody, and each node enforces what it applie
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,7 @@ import psycopg
 import yaml
 
 from tests.conftest import LogstoreServer
-from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body, until
 
 TENANT = "team"
 QUERY_RANGE = "/logstore/api/v1/query_range"
@@ -43,14 +42,6 @@ def _applied(node: LogstoreServer) -> int | None:
     return (shown.get(TENANT) or {}).get("max_entries_limit_per_query")
 
 
-def _until(check, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"never reached: {what}"
-        time.sleep(0.05)  # polling for a state, with a deadline
 
 
 def _query(node: LogstoreServer, limit: int) -> httpx.Response:
@@ -96,7 +87,7 @@ def test_one_nodes_file_reaches_a_node_without_one(tmp_path, postgres_url):
 
         # a's file changes: b follows within a few periods
         _overrides(runtime, 7)
-        _until(lambda: _applied(b) == 7, "b applies a's new file")
+        until(lambda: _applied(b) == 7, "b applies a's new file")
         assert _applied(a) == 7
         assert _shared_row(postgres_url)[0] == version + 1
         assert _query(b, 7).status_code == 200
@@ -105,7 +96,7 @@ def test_one_nodes_file_reaches_a_node_without_one(tmp_path, postgres_url):
         # a file that does not parse is kept out on a, and never reaches b
         runtime.write_text(yaml.safe_dump(
             {"overrides": {TENANT: {"max_entries_limit_per_quer": 3}}}))
-        _until(lambda: _reload_ok(a) == 0.0, "a refuses its bad file")
+        until(lambda: _reload_ok(a) == 0.0, "a refuses its bad file")
         assert _shared_row(postgres_url)[0] == version + 1
         assert _applied(a) == _applied(b) == 7
         assert _reload_ok(b) == 1.0

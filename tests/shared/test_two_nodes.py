@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import socket
-import time
 from pathlib import Path
 
 import httpx
@@ -20,7 +19,7 @@ import pytest
 import yaml
 
 from tests.conftest import LogstoreServer
-from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body, until
 
 RULES = "/logstore/api/v1/rules"
 DELETE = "/logstore/api/v1/delete"
@@ -51,14 +50,6 @@ def _node(tmp_path: Path, name: str, shared: str, alertmanager: str) -> Logstore
                   "external_labels": {"node": name}}})
 
 
-def _until(check, what: str, timeout: float = 45.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"never reached: {what}"
-        time.sleep(0.1)  # polling for a state, with a deadline
 
 
 def _iterations(node: LogstoreServer) -> int | None:
@@ -121,7 +112,7 @@ def test_two_nodes_share_state_and_run_the_rules_once(tmp_path, postgres_url, al
     b = None
     try:
         # a takes the ruler's lease first: it is the only node when its ruler starts
-        _until(lambda: _holders(postgres_url).get("ruler"), "a holds the ruler lease")
+        until(lambda: _holders(postgres_url).get("ruler"), "a holds the ruler lease")
         b = _node(tmp_path, "b", postgres_url, alertmanager.url).start(timeout=60)
 
         # the states the test needs: one database for both, a chdb directory each, and the
@@ -147,11 +138,11 @@ def test_two_nodes_share_state_and_run_the_rules_once(tmp_path, postgres_url, al
         assert r.status_code == 202, r.text
         r = httpx.get(f"{a.url}{RULES}/team/always", timeout=10)
         assert (r.status_code, yaml.safe_load(r.text)) == (200, yaml.safe_load(GROUP))
-        _until(lambda: _iterations(a), "a evaluates the group it read from the shared state")
-        _until(lambda: _senders(alertmanager.url, "Always"), "the alert reaches Alertmanager")
-        _until(lambda: _iterations(b) is not None, "b's ruler knows the group")
+        until(lambda: _iterations(a), "a evaluates the group it read from the shared state")
+        until(lambda: _senders(alertmanager.url, "Always"), "the alert reaches Alertmanager")
+        until(lambda: _iterations(b) is not None, "b's ruler knows the group")
         seen = _iterations(a)
-        _until(lambda: _iterations(a) >= seen + 3, "a evaluates on")
+        until(lambda: _iterations(a) >= seen + 3, "a evaluates on")
         assert _iterations(b) == 0
         assert _senders(alertmanager.url, "Always") == {"a"}
         assert _leases_held(a)["ruler"] == 1 and _leases_held(b)["ruler"] == 0
@@ -171,15 +162,15 @@ def test_two_nodes_share_state_and_run_the_rules_once(tmp_path, postgres_url, al
         listed = httpx.get(b.url + DELETE, timeout=10).json()
         assert [(d["query"], d["status"]) for d in listed] == [
             ('{app="billing"} |= "token"', "received")]
-        _until(lambda: _lines(b, t, t + 10**9) == ["paid"], "b hides the deleted line")
+        until(lambda: _lines(b, t, t + 10**9) == ["paid"], "b hides the deleted line")
 
         # (c) a stops (releasing its leases): b takes the rules over, and keeps the timer
         # of the pending alert that a started
         a.stop()
         assert a.proc.returncode == 0, a.log_path.read_text()[-2000:]
-        _until(lambda: _held_by(postgres_url, b), "b holds the ruler lease")
-        _until(lambda: _iterations(b), "b evaluates the group")
-        _until(lambda: "b" in _senders(alertmanager.url, "Always"), "b's alert arrives")
+        until(lambda: _held_by(postgres_url, b), "b holds the ruler lease")
+        until(lambda: _iterations(b), "b evaluates the group")
+        until(lambda: "b" in _senders(alertmanager.url, "Always"), "b's alert arrives")
         assert _leases_held(b)["ruler"] == 1
         (kept,) = _slow_alert(b)
         assert (kept["state"], kept["activeAt"]) == ("pending", pending["activeAt"])
