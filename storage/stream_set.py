@@ -16,7 +16,7 @@ stream's every row that a range of ids covers.
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from typing import Collection
 
 import numpy as np
 
@@ -26,7 +26,7 @@ MAX_RUNS = 8
 MIN_IDS = 1000
 
 
-def stream_condition(stream_ids: Sequence[int], column: str = "stream_id"
+def stream_condition(stream_ids: Collection[int], column: str = "stream_id"
                      ) -> tuple[str, tuple]:
     """(SQL condition on `column`, its parameters) that holds exactly for `stream_ids`."""
     if len(stream_ids) >= MIN_IDS:
@@ -38,10 +38,10 @@ def stream_condition(stream_ids: Sequence[int], column: str = "stream_id"
     return f"{column} IN (SELECT value FROM json_each(?))", (json.dumps(list(stream_ids)),)
 
 
-def id_runs(stream_ids: Sequence[int]) -> list[tuple[int, int]] | None:
+def id_runs(stream_ids: Collection[int]) -> list[tuple[int, int]] | None:
     """The ids as (first, last) runs of consecutive numbers, or None when they are more
     than MAX_RUNS."""
-    ids = np.unique(np.asarray(stream_ids, dtype=np.int64))
+    ids = np.unique(np.fromiter(stream_ids, dtype=np.int64, count=len(stream_ids)))
     if ids.size == 0:
         return None
     breaks = np.flatnonzero(np.diff(ids) != 1)

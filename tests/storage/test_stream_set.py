@@ -58,4 +58,6 @@ def test_other_sets_stay_a_json_list(table, ids):
 
 def test_runs():
     assert id_runs([5, 3, 4, 9, 9, 10]) == [(3, 5), (9, 10)]
+    assert id_runs({5, 3, 4, 9, 10}) == [(3, 5), (9, 10)]  # any collection of ids
+    assert id_runs(range(7, 2000)) == [(7, 1999)]
     assert id_runs([]) is None
