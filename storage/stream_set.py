@@ -16,7 +16,7 @@ stream's every row that a range of ids covers.
 from __future__ import annotations
 
 import json
-from typing import Collection
+from typing import Collection, Iterable
 
 import numpy as np
 
@@ -26,9 +26,11 @@ MAX_RUNS = 8
 MIN_IDS = 1000
 
 
-def stream_condition(stream_ids: Collection[int], column: str = "stream_id"
+def stream_condition(stream_ids: Iterable[int], column: str = "stream_id"
                      ) -> tuple[str, tuple]:
     """(SQL condition on `column`, its parameters) that holds exactly for `stream_ids`."""
+    if not isinstance(stream_ids, Collection):
+        stream_ids = list(stream_ids)  # an iterator, read once
     if len(stream_ids) >= MIN_IDS:
         runs = id_runs(stream_ids)
         if runs is not None:

@@ -43,6 +43,7 @@ def test_few_runs_become_ranges_that_hold_for_exactly_those_ids(table, ids, rang
     shuffled = ids + ids[:10]
     random.Random(1).shuffle(shuffled)
     assert _selected(table, shuffled) == sorted(ids)
+    assert _selected(table, iter(ids)) == sorted(ids)
 
 
 @pytest.mark.parametrize("ids", [
