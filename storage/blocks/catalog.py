@@ -10,11 +10,12 @@ summary read once is right for as long as its block exists, and a query reads on
 of the blocks in its range (one index walk) and the summaries it has not seen.
 
 The kept summaries are per database file (path, device, inode and the file's random
-`lineage`), at most MAX_CACHED of them in a process; past that they are all dropped and read
-again as queries need them; a read that needs more than that many new ones reads them as
-before and keeps none. A read of 100,000 quiet pods' blocks keeps them all: a dashboard
-asks the same again, and keeping none (as when the limit was half of MAX_CACHED) made each
-such needle load 100,000 summaries again, 256 of its 830 ms (issue 22).
+`lineage`), at most MAX_CACHED of them in a process; past that the oldest are dropped (never
+those of the read that makes room) and read again as queries need them; a read that needs
+more than fit beside its own reads them as before and keeps none. A read of 100,000 quiet
+pods' blocks keeps them all: a dashboard asks the same again, and keeping none (as when a
+read could keep at most half of MAX_CACHED) made each such needle load 100,000 summaries
+again, 256 of its 830 ms (issue 22).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, e
     found = [kept.get(i) for i in ids]
     missing = [i for i, k in zip(ids, found) if k is None]
     if missing:
-        loaded = _load(conn, kept, missing)
+        loaded = _load(conn, kept, missing, ids)
         # outside a read transaction a block may go between the two statements: it is left
         # out, as the one statement would have left it (reads run in a snapshot, where not)
         found = [k if k is not None else loaded.get(i) for i, k in zip(ids, found)]
@@ -88,8 +89,10 @@ def summaries(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, e
     return [(s, b if b is not None and len(b) <= bloom_max else None) for s, b in found]
 
 
-def _load(conn: sqlite3.Connection, kept: dict[int, Kept],
-          ids: list[int]) -> dict[int, Kept]:
+def _load(conn: sqlite3.Connection, kept: dict[int, Kept], ids: list[int],
+          read: list[int]) -> dict[int, Kept]:
+    """The summaries of `ids`, kept as well when they fit beside the other summaries of
+    `read` (every block of the read)."""
     out: dict[int, Kept] = {}
     # blocks mostly share a few metadata name sets: one frozenset each
     md_names: dict[str, frozenset[str]] = {"": frozenset()}
@@ -104,11 +107,37 @@ def _load(conn: sqlite3.Connection, kept: dict[int, Kept],
     if len(out) > MAX_CACHED:
         return out  # more than may be kept at all
     with _lock:
-        if sum(map(len, _kept.values())) + len(out) > MAX_CACHED:
-            for table in _kept.values():
-                table.clear()
-        kept.update(out)
+        if _make_room(kept, len(out), read):
+            kept.update(out)
     return out
+
+
+def _make_room(kept: dict[int, Kept], wanted: int, read: list[int]) -> bool:
+    """Drops kept summaries until `wanted` more fit under MAX_CACHED (every file's
+    together): other files' first, then this file's in the order they were kept, never one
+    of the blocks the read itself needs (a broad read would otherwise push out what it is
+    about to use: the next dashboard refresh reads those again). False when they cannot
+    fit. Dropping the oldest, not everything: a small read after a broad one costs the
+    broad one only as many summaries as the small one needed."""
+    excess = sum(map(len, _kept.values())) + wanted - MAX_CACHED
+    if excess <= 0:
+        return True
+    protected: set[int] | None = None
+    for table in [t for t in _kept.values() if t is not kept] + [kept]:
+        if table is kept:
+            protected = set(read)
+        gone = []
+        for key in table:
+            if excess <= 0:
+                break
+            if protected is None or key not in protected:
+                gone.append(key)
+                excess -= 1
+        for key in gone:
+            del table[key]
+        if excess <= 0:
+            return True
+    return False
 
 
 def _kept_for(conn: sqlite3.Connection) -> dict[int, Kept]:

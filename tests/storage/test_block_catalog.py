@@ -106,13 +106,20 @@ def test_kept_summaries_stay_under_the_bound_and_answers_stay_whole(tmp_path, mo
     def kept():
         return sum(map(len, catalog._kept.values()))
 
+    def kept_streams():
+        return sorted(s.stream_id for s, _ in catalog._kept_for(conn).values())
+
     assert read([1, 2, 3]) == [1, 2, 3] and kept() == 3
     assert read([4, 5, 6, 7]) == [4, 5, 6, 7] and kept() == 7
-    assert read([8, 9]) == [8, 9] and kept() == 2        # past the bound: dropped, refilled
-    assert read(list(range(1, 13))) == list(range(1, 13)) and kept() == 2  # too broad to keep
-    # a read of more than half the bound, but within it, keeps its own: asked again (a
+    # past the bound: the summary kept longest makes room
+    assert read([8, 9]) == [8, 9] and kept_streams() == [2, 3, 4, 5, 6, 7, 8, 9]
+    # a read of more than fit beside its own blocks answers whole and keeps none
+    assert read(list(range(1, 13))) == list(range(1, 13))
+    assert kept_streams() == [2, 3, 4, 5, 6, 7, 8, 9]
+    # room is made from blocks the read does not need (7, not 2-6): asked again (a
     # dashboard's refresh), it reads no summary from SQLite
-    assert read([1, 2, 3, 4, 5, 6]) == [1, 2, 3, 4, 5, 6] and kept() == 8
+    assert read([1, 2, 3, 4, 5, 6]) == [1, 2, 3, 4, 5, 6]
+    assert kept_streams() == [1, 2, 3, 4, 5, 6, 8, 9]
     seen = _statements(conn)
     assert read([1, 2, 3, 4, 5, 6]) == [1, 2, 3, 4, 5, 6]
     assert seen and not [s for s in seen if "md_names" in s]
