@@ -16,7 +16,7 @@ stream's every row that a range of ids covers.
 from __future__ import annotations
 
 import json
-from typing import Collection, Iterable
+from collections.abc import Collection, Iterable
 
 import numpy as np
 
