@@ -227,7 +227,7 @@ class ClickHouseConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     database: str = "logstore"
     user: str = "default"
     password_env: str = "LOGSTORE_CLICKHOUSE_PASSWORD"
-    cluster: str = ""   # ON CLUSTER name for the DDL; empty for one server
+    cluster: str = ""   # replicated and Distributed tables ON CLUSTER; empty for one server
 
 
 class SharedConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -595,6 +595,9 @@ def _validate_backend(st: StorageConfig) -> None:
         if value and not _IDENTIFIER.match(value) or key == "database" and not value:
             raise ConfigError(f"storage.clickhouse.{key} must be a plain identifier "
                               f"(letters, digits, _), not {value!r}")
+    if ch.cluster and ch.url.startswith("chdb://"):
+        raise ConfigError("storage.clickhouse.cluster needs a ClickHouse server "
+                          "(url: http(s)://...): the embedded engine (chdb://) has no cluster")
 
 
 def path_prefix(value: str) -> str:

@@ -20,6 +20,10 @@ import msgspec
 from logql.errors import StoreUnavailable
 
 ASYNC_INSERT = {"async_insert": 1, "wait_for_async_insert": 1}
+# into a cluster's Distributed tables: answered once every shard has stored its rows (one
+# replica each; Keeper copies them to the others), where by default the Distributed table
+# answers first and forwards them in the background
+CLUSTER_INSERT = {"insert_distributed_sync": 1}
 # what /ready says while the server cannot be reached
 UNREACHABLE = "the log store (ClickHouse) cannot be reached"
 
@@ -179,7 +183,7 @@ class Client:
             # gathers the inserts of every node into one part, and answers each only once
             # that part is written
             self._on_server(self._http.insert, table, rows, column_names=list(columns),
-                            settings=ASYNC_INSERT)
+                            settings=CLUSTER_INSERT if self.target.cluster else ASYNC_INSERT)
             return
         body = b"\n".join(map(_encode, rows))
         sql = (f"INSERT INTO {table} ({', '.join(columns)}) FORMAT JSONCompactEachRow\n"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from logql.model import MINUTE_NS, parse_canonical
+from storage.clickhouse import cluster
 from storage.retention import StreamInfo
 
 # seqs per DELETE statement
@@ -24,9 +25,15 @@ DELETE_BATCH = 5000
 
 
 class ClickHouseRemoval:
-    def __init__(self, client: Any, db: str, forget: Callable[[int], None]):
+    def __init__(self, client: Any, db: str, forget: Callable[[int], None],
+                 cluster_name: str = ""):
         # `forget(stream id)`: the writer's knowledge of a stream that was dropped
         self.client, self.db, self.forget = client, db, forget
+        # a DELETE names the local tables ON CLUSTER on a cluster (storage.clickhouse.cluster)
+        self.cluster = cluster_name
+
+    def _table(self, name: str) -> str:
+        return cluster.changing(self.db, name, self.cluster)
 
     def streams(self) -> dict[int, StreamInfo]:
         return {sid: StreamInfo(tenant, parse_canonical(text), first, last)
@@ -58,8 +65,8 @@ class ClickHouseRemoval:
             "WHERE id = {sid:UInt64} GROUP BY id", {"sid": sid})
         if rows and rows[0][1] >= cut:
             # min() over the rows cannot rise: the stream's rows are replaced by one
-            self.client.command(f"DELETE FROM {self.db}.streams WHERE id = {{sid:UInt64}}",
-                                {"sid": sid})
+            self.client.command(
+                f"DELETE FROM {self._table('streams')} WHERE id = {{sid:UInt64}}", {"sid": sid})
             self.client.insert(f"{self.db}.streams",
                                ("tenant", "id", "labels", "first_ts", "last_ts"),
                                [(tenant, sid, rows[0][0], cut, rows[0][1])])
@@ -76,7 +83,7 @@ class ClickHouseRemoval:
             params)
         if not minutes:
             return 0
-        self.client.command(f"DELETE FROM {self.db}.entries WHERE {where}", params)
+        self.client.command(f"DELETE FROM {self._table('entries')} WHERE {where}", params)
         self.client.insert(f"{self.db}.rollups",
                            ("tenant", "stream_id", "minute", "metadata", "lines", "bytes"),
                            [(tenant, sid, m, md, -n, -b) for m, md, n, b in minutes])
@@ -87,9 +94,10 @@ class ClickHouseRemoval:
         if self.client.query(f"SELECT 1 FROM {self.db}.entries WHERE tenant = {{t:String}} "
                              "AND stream_id = {sid:UInt64} LIMIT 1", {"t": tenant, "sid": sid}):
             return False
-        self.client.command(f"DELETE FROM {self.db}.stream_labels WHERE tenant = {{t:String}} "
+        self.client.command(f"DELETE FROM {self._table('stream_labels')} "
+                            "WHERE tenant = {t:String} "
                             "AND stream_id = {sid:UInt64}", {"t": tenant, "sid": sid})
-        self.client.command(f"DELETE FROM {self.db}.streams WHERE id = {{sid:UInt64}}",
+        self.client.command(f"DELETE FROM {self._table('streams')} WHERE id = {{sid:UInt64}}",
                             {"sid": sid})
         self.forget(sid)
         return True

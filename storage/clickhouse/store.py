@@ -22,6 +22,7 @@ from typing import Any, Callable, ContextManager, Mapping, MutableMapping, Seque
 
 from logql.errors import StoreUnavailable
 from logql.reading import utf8_len
+from storage.clickhouse import cluster
 from storage.clickhouse.client import UNREACHABLE, Client, ClickHouseError, Target
 from storage.clickhouse.index import StreamIndex, stream_id
 from storage.clickhouse.reader import ClickHouseReader
@@ -41,6 +42,18 @@ def migration_files() -> list[tuple[int, str, str]]:
     return migrations_in(resources.files("storage.clickhouse") / "migrations")
 
 
+def migration_statements(sql: str, db: str) -> list[str]:
+    """A migration file's statements (separated by lines holding only `;`), comments left
+    out, for the database `db`."""
+    out = []
+    for statement in re.split(r"^;\s*$", sql, flags=re.M):
+        text = "\n".join(line for line in statement.splitlines()
+                         if not line.strip().startswith("--")).strip()
+        if text:
+            out.append(text.replace("{db}", db))
+    return out
+
+
 class ClickHouseLogs:
     """The log store of one ClickHouse database."""
 
@@ -53,7 +66,7 @@ class ClickHouseLogs:
         self.db = target.database
         self.client = Client(target)
         self.index = StreamIndex(self.client, self.db)
-        self.removal = ClickHouseRemoval(self.client, self.db, self._forget)
+        self.removal = ClickHouseRemoval(self.client, self.db, self._forget, target.cluster)
         self._write_lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue()
         self._writer: threading.Thread | None = None
@@ -77,21 +90,16 @@ class ClickHouseLogs:
     def _migrate(self) -> list[str]:
         on_cluster = f" ON CLUSTER {self.target.cluster}" if self.target.cluster else ""
         self.client.command(f"CREATE DATABASE IF NOT EXISTS {self.db}{on_cluster}")
-        self.client.command(
-            f"CREATE TABLE IF NOT EXISTS {self.db}.schema_version{on_cluster} "
-            "(version UInt32, name String, applied DateTime DEFAULT now()) "
-            "ENGINE = ReplacingMergeTree ORDER BY version")
+        self.client.command(cluster.schema_version_table(self.db, self.target.cluster))
         done = {r[0] for r in self.client.query(
             f"SELECT version FROM {self.db}.schema_version")}
         applied = []
         for version, name, sql in migration_files():
             if version in done:
                 continue
-            for statement in re.split(r"^;\s*$", sql, flags=re.M):
-                text = "\n".join(line for line in statement.splitlines()
-                                 if not line.strip().startswith("--")).strip()
-                if text:
-                    self.client.command(text.replace("{db}", self.db))
+            for text in migration_statements(sql, self.db):
+                for command in cluster.statements(text, self.target.cluster):
+                    self.client.command(command)
             self.client.insert(f"{self.db}.schema_version", ("version", "name"),
                                [(version, name)])
             applied.append(name)
@@ -300,7 +308,8 @@ class ClickHouseLogs:
         line twice: docs/scale-out.md), each rollup key summed to one row, and keys
         whose lines were all deleted gone."""
         for table in ("entries", "streams", "stream_labels", "rollups"):
-            self.client.command(f"OPTIMIZE TABLE {self.db}.{table} FINAL")
+            self.client.command(
+                f"OPTIMIZE TABLE {cluster.changing(self.db, table, self.target.cluster)} FINAL")
 
     def tenant_counts(self) -> dict[str, int]:
         """Lines stored per tenant."""
@@ -323,8 +332,11 @@ class ClickHouseLogs:
         return self.client.query(f"SELECT count() FROM {self.db}.entries")[0][0]
 
     def size_bytes(self) -> int:
+        # on a cluster, one replica of each shard
+        parts = f"cluster({self.target.cluster}, system.parts)" if self.target.cluster \
+            else "system.parts"
         rows = self.client.query(
-            "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = {d:String} "
+            f"SELECT sum(bytes_on_disk) FROM {parts} WHERE database = {{d:String}} "
             "AND active", {"d": self.db})
         return int(rows[0][0] or 0) if rows else 0
 

@@ -1,0 +1,116 @@
+"""The schema on a ClickHouse cluster (storage/clickhouse/cluster.py): every migration
+statement has a form for `storage.clickhouse.cluster` that ClickHouse's own parser accepts
+(`formatQuery`, chdb in a process of its own), with replicated local tables, Distributed
+tables sharded by stream, views from local table to local table, and DELETE and OPTIMIZE
+naming the local tables ON CLUSTER. No Keeper or second server runs here: what a user checks
+on a real cluster is in docs/scale-out.md."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from config import ConfigError, config_from_dict
+from storage.clickhouse import cluster
+from storage.clickhouse.store import migration_files, migration_statements
+
+CLUSTER = "logs_cluster"
+DB = "logstore"
+
+FORMAT = """
+import json, sys
+import chdb
+out = []
+for sql in json.load(sys.stdin):
+    literal = "'" + sql.replace("\\\\", "\\\\\\\\").replace("'", "\\\\'") + "'"
+    try:
+        r = chdb.query(f"SELECT formatQuerySingleLine({literal})", "JSONCompact")
+        out.append([True, json.loads(str(r))["data"][0][0]])
+    except Exception as exc:
+        out.append([False, str(exc)])
+json.dump(out, sys.stdout)
+"""
+
+
+def _formatted(statements: list[str]) -> list[str]:
+    """Each statement as ClickHouse's parser formats it (a failure names the statement)."""
+    pytest.importorskip("chdb", reason="chdb is not installed (pip install chdb)")
+    done = subprocess.run([sys.executable, "-c", FORMAT], input=json.dumps(statements),
+                          capture_output=True, text=True, timeout=120, check=True)
+    out = []
+    for sql, (ok, text) in zip(statements, json.loads(done.stdout)):
+        assert ok, f"ClickHouse does not parse {sql!r}: {text}"
+        out.append(text)
+    return out
+
+
+def _all_statements() -> list[str]:
+    return [text for _, _, sql in migration_files() for text in migration_statements(sql, DB)]
+
+
+def test_without_a_cluster_every_statement_is_run_as_written():
+    for text in _all_statements():
+        assert cluster.statements(text, "") == [text]
+    assert cluster.changing(DB, "entries", "") == f"{DB}.entries"
+
+
+def test_every_migration_has_a_cluster_form_clickhouse_parses():
+    generated = [s for text in _all_statements() for s in cluster.statements(text, CLUSTER)]
+    generated.append(cluster.schema_version_table(DB, CLUSTER))
+    formatted = _formatted(generated)
+    tables = {m.group(1) for s in formatted
+              for m in [re.match(rf"CREATE TABLE IF NOT EXISTS {DB}\.(\w+)_local ON CLUSTER", s)]
+              if m}
+    assert tables == {"streams", "stream_labels", "entries", "rollups"}
+    for name in tables:
+        (local,) = [s for s in formatted
+                    if s.startswith(f"CREATE TABLE IF NOT EXISTS {DB}.{name}_local ")]
+        assert f"ENGINE = Replicated" in local
+        assert "'/clickhouse/tables/{shard}/{database}/{table}', '{replica}'" in local
+        (shared,) = [s for s in formatted
+                     if s.startswith(f"CREATE TABLE IF NOT EXISTS {DB}.{name} ON CLUSTER")]
+        assert shared.endswith(f"AS {DB}.{name}_local ENGINE = Distributed({CLUSTER}, {DB}, "
+                               f"{name}_local, {cluster.SHARDING[name]})")
+    # the rollups keep their summed columns, and the line index stays on the local table
+    assert "ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', " \
+           "'{replica}', (lines, bytes))" in " ".join(formatted)
+    assert [s for s in formatted if "INDEX line_tokens" in s and "entries_local" in s]
+    (view,) = [s for s in formatted if s.startswith("CREATE MATERIALIZED VIEW")]
+    assert f"{DB}.rollups_mv ON CLUSTER {CLUSTER} TO {DB}.rollups_local" in view
+    assert f"FROM {DB}.entries_local" in view
+    assert "ReplicatedReplacingMergeTree('/clickhouse/tables/all/{database}/schema_version'" \
+        in formatted[-1]
+
+
+def test_changes_name_the_local_tables_on_the_cluster():
+    table = cluster.changing(DB, "entries", CLUSTER)
+    statements = [
+        f"DELETE FROM {table} WHERE tenant = {{t:String}} AND stream_id = {{sid:UInt64}} "
+        "AND seq IN {seqs:Array(UInt64)}",
+        f"OPTIMIZE TABLE {cluster.changing(DB, 'rollups', CLUSTER)} FINAL",
+    ]
+    assert _formatted(statements) == [
+        f"DELETE FROM {DB}.entries_local ON CLUSTER {CLUSTER} WHERE (tenant = {{t:String}}) "
+        "AND (stream_id = {sid:UInt64}) AND (seq IN ({seqs:Array(UInt64)}))",
+        f"OPTIMIZE TABLE {DB}.rollups_local ON CLUSTER {CLUSTER} FINAL"]
+
+
+def test_a_statement_without_a_cluster_form_is_refused():
+    with pytest.raises(ValueError, match="no cluster form"):
+        cluster.statements(f"ALTER TABLE {DB}.entries ADD COLUMN x UInt8", CLUSTER)
+
+
+def test_a_cluster_needs_a_server():
+    with pytest.raises(ConfigError) as caught:
+        config_from_dict({"storage": {"backend": "clickhouse", "clickhouse": {
+            "url": "chdb:///var/lib/logstore/ch", "cluster": CLUSTER}}})
+    assert str(caught.value) == ("storage.clickhouse.cluster needs a ClickHouse server "
+                                 "(url: http(s)://...): the embedded engine (chdb://) has no "
+                                 "cluster")
+    cfg = config_from_dict({"storage": {"backend": "clickhouse", "clickhouse": {
+        "url": "http://clickhouse:8123", "cluster": CLUSTER}}})
+    assert cfg.storage.clickhouse.cluster == CLUSTER
