@@ -38,6 +38,11 @@ RETRY_SECONDS = 5
 ENTRY_COLUMNS = ("tenant", "stream_id", "ts", "hash", "seq", "line", "metadata", "bytes")
 
 
+class LayoutMismatch(StoreUnavailable):
+    """The database's tables are not of the layout the config asks for: the node does not
+    start (app.py), as without its shared state."""
+
+
 def migration_files() -> list[tuple[int, str, str]]:
     return migrations_in(resources.files("storage.clickhouse") / "migrations")
 
@@ -80,12 +85,36 @@ class ClickHouseLogs:
 
     # -- lifetime --------------------------------------------------------------------------
     def open(self) -> list[str]:
-        """Connect and bring the schema up to date; the names of the migrations applied."""
+        """Connect and bring the schema up to date; the names of the migrations applied.
+        LayoutMismatch when the tables are of the other layout (one server, or a cluster)
+        than the config asks for."""
         self.client.open()
         with self.migrating():
+            self._check_layout()
             applied = self._migrate()
         self.available = True
         return applied
+
+    def _check_layout(self) -> None:
+        """Tables made for one server are never turned into a cluster's, nor the other way:
+        the migrations are done (nothing would create the other form), and a DELETE would
+        name tables that are not there."""
+        rows = self.client.query(
+            "SELECT engine FROM system.tables WHERE database = {d:String} AND name = 'entries'",
+            {"d": self.db})
+        if not rows:
+            return  # a new database: created in the configured layout
+        distributed = rows[0][0] == "Distributed"
+        if self.target.cluster and not distributed:
+            raise LayoutMismatch(
+                f"the tables of ClickHouse database {self.db} were made for one server, "
+                f"and storage.clickhouse.cluster is {self.target.cluster}: use a new "
+                "database for the cluster and copy the lines into it "
+                "(logstore copy-to-clickhouse from a SQLite data directory)")
+        if distributed and not self.target.cluster:
+            raise LayoutMismatch(
+                f"the tables of ClickHouse database {self.db} were made for a cluster: set "
+                "storage.clickhouse.cluster to its name")
 
     def _migrate(self) -> list[str]:
         on_cluster = f" ON CLUSTER {self.target.cluster}" if self.target.cluster else ""

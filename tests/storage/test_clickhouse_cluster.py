@@ -114,3 +114,46 @@ def test_a_cluster_needs_a_server():
     cfg = config_from_dict({"storage": {"backend": "clickhouse", "clickhouse": {
         "url": "http://clickhouse:8123", "cluster": CLUSTER}}})
     assert cfg.storage.clickhouse.cluster == CLUSTER
+
+
+# a ClickHouse that knows a cluster (chdb reads a server config named in its connection
+# string) makes a Distributed `entries`, as a cluster's first node would
+MADE_FOR_A_CLUSTER = """
+import sys
+import chdb
+conn = chdb.connect(f"{sys.argv[1]}?config-file={sys.argv[2]}")
+cur = conn.cursor()
+cur.execute("CREATE DATABASE IF NOT EXISTS logstore")
+cur.execute("CREATE TABLE logstore.entries_local (tenant String, stream_id UInt64) "
+            "ENGINE = MergeTree ORDER BY (tenant, stream_id)")
+cur.execute("CREATE TABLE logstore.entries AS logstore.entries_local "
+            "ENGINE = Distributed(logs_cluster, logstore, entries_local, rand())")
+cur.execute("SELECT engine FROM system.tables WHERE database = 'logstore' AND name = 'entries'")
+print(cur.fetchall()[0][0], end="")
+conn.close()
+"""
+SERVER_CONFIG = """<clickhouse><remote_servers><logs_cluster><shard><replica>
+<host>127.0.0.1</host><port>9000</port></replica></shard></logs_cluster></remote_servers>
+</clickhouse>"""
+
+
+def test_tables_made_for_a_cluster_are_not_used_as_one_servers(tmp_path):
+    """A node whose config names no cluster, over a database whose tables a cluster made,
+    does not start: its deletes would name tables that are not there."""
+    pytest.importorskip("chdb", reason="chdb is not installed (pip install chdb)")
+    from tests.conftest import LogstoreServer
+
+    ch = tmp_path / "ch"
+    server_config = tmp_path / "clickhouse.xml"
+    server_config.write_text(SERVER_CONFIG)
+    made = subprocess.run([sys.executable, "-c", MADE_FOR_A_CLUSTER, str(ch),
+                           str(server_config)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert made.stdout == "Distributed"  # the state the test names
+    node = LogstoreServer(tmp_path / "data", {"storage": {
+        "backend": "clickhouse", "clickhouse": {"url": f"chdb://{ch}"}}})
+    with pytest.raises(RuntimeError, match="server exited"):
+        node.start(timeout=60)
+    assert ('msg="logstore cannot start: the tables of ClickHouse database logstore were made '
+            'for a cluster: set storage.clickhouse.cluster to its name"'
+            ) in node.log_path.read_text()
