@@ -157,3 +157,53 @@ def test_tables_made_for_a_cluster_are_not_used_as_one_servers(tmp_path):
     assert ('msg="logstore cannot start: the tables of ClickHouse database logstore were made '
             'for a cluster: set storage.clickhouse.cluster to its name"'
             ) in node.log_path.read_text()
+
+
+RUN_STATEMENTS = """
+import json, sys
+import chdb
+conn = chdb.connect(f"{sys.argv[1]}?config-file={sys.argv[2]}")
+cur = conn.cursor()
+out = {}
+for sql in json.load(sys.stdin):
+    cur.execute(sql)
+cur.execute("SELECT name, engine, arraySort(groupArray(c.name)) FROM system.tables t "
+            "JOIN system.columns c ON c.database = t.database AND c.table = t.name "
+            "WHERE t.database = 'logstore' GROUP BY name, engine")
+json.dump(cur.fetchall(), sys.stdout)
+conn.close()
+"""
+
+
+def test_the_distributed_tables_take_the_local_tables_columns(tmp_path):
+    """ClickHouse (chdb, with a server config naming the cluster) makes every Distributed
+    table `AS` its local table as generated: the codecs, the partitioning and the line
+    index of `entries` stay on the local table (an index on a Distributed table is an
+    error), and the view goes from local table to local table. Run without `ON CLUSTER`
+    and with the engines' plain forms, the two things that need Keeper."""
+    pytest.importorskip("chdb", reason="chdb is not installed (pip install chdb)")
+    config = tmp_path / "clickhouse.xml"
+    config.write_text(SERVER_CONFIG)
+    run = [f"CREATE DATABASE IF NOT EXISTS {DB}"]
+    for text in _all_statements():
+        if text.startswith("INSERT"):
+            continue  # through a Distributed table: needs the cluster's servers
+        generated = cluster.statements(text, CLUSTER)
+        if text.startswith("CREATE TABLE"):
+            local, distributed = generated
+            run.append(re.sub(r"ENGINE = Replicated(\w+)\('[^']*', '\{replica\}'(?:, )?",
+                              r"ENGINE = \1(", local.replace(f" ON CLUSTER {CLUSTER}", ""))
+                       .replace("MergeTree()", "MergeTree"))
+            run.append(distributed.replace(f" ON CLUSTER {CLUSTER}", ""))
+        else:
+            run.append(generated[0].replace(f" ON CLUSTER {CLUSTER}", ""))
+    done = subprocess.run([sys.executable, "-c", RUN_STATEMENTS, str(tmp_path / "ch"),
+                           str(config)], input=json.dumps(run), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tables = {name: (engine, columns) for name, engine, columns in json.loads(done.stdout)}
+    for name in ("streams", "stream_labels", "entries", "rollups"):
+        assert tables[name][0] == "Distributed"
+        assert tables[f"{name}_local"][0].endswith("MergeTree")
+        assert tables[name][1] == tables[f"{name}_local"][1]
+    assert tables["rollups_mv"][0] == "MaterializedView"
