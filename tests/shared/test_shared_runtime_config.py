@@ -5,6 +5,7 @@ a file that does not parse reaches nobody, and each node enforces what it applie
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -29,9 +30,16 @@ def _node(tmp_path: Path, name: str, shared: str, runtime: Path | None) -> Logst
         "runtime_config": {"period": "200ms", **({"file": str(runtime)} if runtime else {})}})
 
 
+def _write(runtime: Path, data: dict) -> None:
+    """Replace the file at once, as a ConfigMap or an editor's save does: a node reading it
+    while it is written must not see half of it."""
+    part = runtime.with_suffix(".part")
+    part.write_text(yaml.safe_dump(data))
+    os.replace(part, runtime)
+
+
 def _overrides(runtime: Path, limit: int) -> None:
-    runtime.write_text(yaml.safe_dump(
-        {"overrides": {TENANT: {"max_entries_limit_per_query": limit}}}))
+    _write(runtime, {"overrides": {TENANT: {"max_entries_limit_per_query": limit}}})
 
 
 def _applied(node: LogstoreServer) -> int | None:
@@ -94,8 +102,7 @@ def test_one_nodes_file_reaches_a_node_without_one(tmp_path, postgres_url):
         assert _query(b, 8).status_code == 400
 
         # a file that does not parse is kept out on a, and never reaches b
-        runtime.write_text(yaml.safe_dump(
-            {"overrides": {TENANT: {"max_entries_limit_per_quer": 3}}}))
+        _write(runtime, {"overrides": {TENANT: {"max_entries_limit_per_quer": 3}}})
         until(lambda: _reload_ok(a) == 0.0, "a refuses its bad file")
         assert _shared_row(postgres_url)[0] == version + 1
         assert _applied(a) == _applied(b) == 7
