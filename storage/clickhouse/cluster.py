@@ -47,9 +47,10 @@ def statements(sql: str, cluster: str) -> list[str]:
     table = _CREATE_TABLE.match(sql)
     if table:
         db, name = table.groups()
-        local = _ENGINE.sub(lambda m: "ENGINE = " + replicated(m.group(1), m.group(2)),
-                            sql.replace(f"{db}.{name} (", f"{db}.{name}{LOCAL}{on} (", 1), 1)
-        if local == sql or "Replicated" not in local:
+        local, engines = _ENGINE.subn(
+            lambda m: "ENGINE = " + replicated(m.group(1), m.group(2)),
+            sql.replace(f"{db}.{name} (", f"{db}.{name}{LOCAL}{on} (", 1), 1)
+        if not engines:
             raise ValueError(f"no MergeTree engine to replicate in: {sql[:80]}")
         return [local,
                 f"CREATE TABLE IF NOT EXISTS {db}.{name}{on} AS {db}.{name}{LOCAL} "

@@ -38,7 +38,6 @@ json.dump(out, sys.stdout)
 
 def _formatted(statements: list[str]) -> list[str]:
     """Each statement as ClickHouse's parser formats it (a failure names the statement)."""
-    pytest.importorskip("chdb", reason="chdb is not installed (pip install chdb)")
     done = subprocess.run([sys.executable, "-c", FORMAT], input=json.dumps(statements),
                           capture_output=True, text=True, timeout=120, check=True)
     out = []
@@ -116,55 +115,16 @@ def test_a_cluster_needs_a_server():
     assert cfg.storage.clickhouse.cluster == CLUSTER
 
 
-# a ClickHouse that knows a cluster (chdb reads a server config named in its connection
-# string) makes a Distributed `entries`, as a cluster's first node would
-MADE_FOR_A_CLUSTER = """
-import sys
-import chdb
-conn = chdb.connect(f"{sys.argv[1]}?config-file={sys.argv[2]}")
-cur = conn.cursor()
-cur.execute("CREATE DATABASE IF NOT EXISTS logstore")
-cur.execute("CREATE TABLE logstore.entries_local (tenant String, stream_id UInt64) "
-            "ENGINE = MergeTree ORDER BY (tenant, stream_id)")
-cur.execute("CREATE TABLE logstore.entries AS logstore.entries_local "
-            "ENGINE = Distributed(logs_cluster, logstore, entries_local, rand())")
-cur.execute("SELECT engine FROM system.tables WHERE database = 'logstore' AND name = 'entries'")
-print(cur.fetchall()[0][0], end="")
-conn.close()
-"""
+# a ClickHouse that knows a cluster: chdb reads a server config named in its connection
+# string (remote_servers only: no Keeper, and no shard it can reach)
 SERVER_CONFIG = """<clickhouse><remote_servers><logs_cluster><shard><replica>
 <host>127.0.0.1</host><port>9000</port></replica></shard></logs_cluster></remote_servers>
 </clickhouse>"""
-
-
-def test_tables_made_for_a_cluster_are_not_used_as_one_servers(tmp_path):
-    """A node whose config names no cluster, over a database whose tables a cluster made,
-    does not start: its deletes would name tables that are not there."""
-    pytest.importorskip("chdb", reason="chdb is not installed (pip install chdb)")
-    from tests.conftest import LogstoreServer
-
-    ch = tmp_path / "ch"
-    server_config = tmp_path / "clickhouse.xml"
-    server_config.write_text(SERVER_CONFIG)
-    made = subprocess.run([sys.executable, "-c", MADE_FOR_A_CLUSTER, str(ch),
-                           str(server_config)],
-                          capture_output=True, text=True, timeout=120, check=True)
-    assert made.stdout == "Distributed"  # the state the test names
-    node = LogstoreServer(tmp_path / "data", {"storage": {
-        "backend": "clickhouse", "clickhouse": {"url": f"chdb://{ch}"}}})
-    with pytest.raises(RuntimeError, match="server exited"):
-        node.start(timeout=60)
-    assert ('msg="logstore cannot start: the tables of ClickHouse database logstore were made '
-            'for a cluster: set storage.clickhouse.cluster to its name"'
-            ) in node.log_path.read_text()
-
-
 RUN_STATEMENTS = """
 import json, sys
 import chdb
 conn = chdb.connect(f"{sys.argv[1]}?config-file={sys.argv[2]}")
 cur = conn.cursor()
-out = {}
 for sql in json.load(sys.stdin):
     cur.execute(sql)
 cur.execute("SELECT name, engine, arraySort(groupArray(c.name)) FROM system.tables t "
@@ -175,15 +135,45 @@ conn.close()
 """
 
 
+def _run_knowing_the_cluster(tmp_path, statements: list[str]) -> dict[str, tuple]:
+    """Runs the statements in a chdb directory (tmp_path/ch) whose ClickHouse knows the
+    cluster; each table of the database then: name -> (engine, its columns' names)."""
+    config = tmp_path / "clickhouse.xml"
+    config.write_text(SERVER_CONFIG)
+    done = subprocess.run([sys.executable, "-c", RUN_STATEMENTS, str(tmp_path / "ch"),
+                           str(config)], input=json.dumps(statements), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {name: (engine, columns) for name, engine, columns in json.loads(done.stdout)}
+
+
+def test_tables_made_for_a_cluster_are_not_used_as_one_servers(tmp_path):
+    """A node whose config names no cluster, over a database whose tables a cluster made,
+    does not start: its deletes would name tables that are not there."""
+    from tests.conftest import LogstoreServer
+
+    tables = _run_knowing_the_cluster(tmp_path, [
+        f"CREATE DATABASE IF NOT EXISTS {DB}",
+        f"CREATE TABLE {DB}.entries_local (tenant String, stream_id UInt64) "
+        "ENGINE = MergeTree ORDER BY (tenant, stream_id)",
+        f"CREATE TABLE {DB}.entries AS {DB}.entries_local "
+        f"ENGINE = Distributed({CLUSTER}, {DB}, entries_local, rand())"])
+    assert tables["entries"][0] == "Distributed"  # the state the test names
+    node = LogstoreServer(tmp_path / "data", {"storage": {
+        "backend": "clickhouse", "clickhouse": {"url": f"chdb://{tmp_path / 'ch'}"}}})
+    with pytest.raises(RuntimeError, match="server exited"):
+        node.start(timeout=60)
+    assert ('msg="logstore cannot start: the tables of ClickHouse database logstore were made '
+            'for a cluster: set storage.clickhouse.cluster to its name"'
+            ) in node.log_path.read_text()
+
+
 def test_the_distributed_tables_take_the_local_tables_columns(tmp_path):
     """ClickHouse (chdb, with a server config naming the cluster) makes every Distributed
     table `AS` its local table as generated: the codecs, the partitioning and the line
     index of `entries` stay on the local table (an index on a Distributed table is an
     error), and the view goes from local table to local table. Run without `ON CLUSTER`
     and with the engines' plain forms, the two things that need Keeper."""
-    pytest.importorskip("chdb", reason="chdb is not installed (pip install chdb)")
-    config = tmp_path / "clickhouse.xml"
-    config.write_text(SERVER_CONFIG)
     run = [f"CREATE DATABASE IF NOT EXISTS {DB}"]
     for text in _all_statements():
         if text.startswith("INSERT"):
@@ -197,11 +187,7 @@ def test_the_distributed_tables_take_the_local_tables_columns(tmp_path):
             run.append(distributed.replace(f" ON CLUSTER {CLUSTER}", ""))
         else:
             run.append(generated[0].replace(f" ON CLUSTER {CLUSTER}", ""))
-    done = subprocess.run([sys.executable, "-c", RUN_STATEMENTS, str(tmp_path / "ch"),
-                           str(config)], input=json.dumps(run), capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    tables = {name: (engine, columns) for name, engine, columns in json.loads(done.stdout)}
+    tables = _run_knowing_the_cluster(tmp_path, run)
     for name in ("streams", "stream_labels", "entries", "rollups"):
         assert tables[name][0] == "Distributed"
         assert tables[f"{name}_local"][0].endswith("MergeTree")
