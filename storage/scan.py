@@ -142,13 +142,14 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
     # (LogReader.snapshot), so the head cannot change under the scan
     held = None
     if sealed is not None and where and lo < hi and len(stream_ids) >= WHOLE_RANGE_STREAMS:
+        whole = stream_condition(stream_ids, listed=ids)
         if sealed.mostly_ruled_out():
             # a rare needle by the sealed blocks' Bloom filters: the one pass over the head
             # that finds its rows also counts what the stats report
-            held, totals = _tallied_rows(conn, where, stream_ids, lo, hi, cond_params)
+            held, totals = _tallied_rows(conn, where, whole, lo, hi, cond_params)
             progress.head_totals = (lo, hi, *totals)
         else:
-            held = _held_rows(conn, where, stream_ids, lo, hi, cond_params)
+            held = _held_rows(conn, where, whole, lo, hi, cond_params)
     head = held is None and (sealed is None or lo >= hi or conn.execute(
         "SELECT 1 FROM entries WHERE stream_id IN (SELECT value FROM json_each(?)) "
         "AND ts >= ? AND ts < ? LIMIT 1", (ids, lo, hi)).fetchone() is not None)
@@ -227,12 +228,13 @@ class _HeldRows:
         return part
 
 
-def _held_rows(conn: sqlite3.Connection, where: str, stream_ids: Sequence[int], lo: int,
+def _held_rows(conn: sqlite3.Connection, where: str, whole: tuple[str, tuple], lo: int,
                hi: int, cond_params: Sequence) -> _HeldRows | None:
     """The head's rows in [lo, hi) that pass the conditions, when there are at most
     WINDOW_MAX_ROWS of them (a rare needle); None when there are more: windows then read
-    them a part at a time. Unordered, so a common needle stops SQLite early."""
-    streams, stream_params = stream_condition(stream_ids)
+    them a part at a time. Unordered, so a common needle stops SQLite early. `whole`: the
+    streams' condition (stream_condition)."""
+    streams, stream_params = whole
     rows = conn.execute(_SELECT_WHERE.format(streams=streams) + where + " LIMIT ?",
                         (*stream_params, lo, hi, *cond_params, WINDOW_MAX_ROWS + 1)).fetchall()
     return _HeldRows(rows) if len(rows) <= WINDOW_MAX_ROWS else None
@@ -247,14 +249,14 @@ _BY_IDS = ("SELECT id, stream_id, ts, line, metadata FROM entries "
            "WHERE id IN (SELECT value FROM json_each(?))")
 
 
-def _tallied_rows(conn: sqlite3.Connection, where: str, stream_ids: Sequence[int], lo: int,
+def _tallied_rows(conn: sqlite3.Connection, where: str, whole: tuple[str, tuple], lo: int,
                   hi: int, cond_params: Sequence) -> tuple[_HeldRows | None, tuple[int, int]]:
     """As _held_rows, and the (lines, bytes) of every head row of the streams in [lo, hi),
     from one pass: reading the head's lines once for the needle and once more for the
     stats was most of a rare needle's head work. With no early stop, so only for needles
     the Bloom filters already found rare."""
     cond = where.removeprefix(" AND ")
-    streams, stream_params = stream_condition(stream_ids)
+    streams, stream_params = whole
     n, size, hits, found = conn.execute(_TALLY.format(cond=cond, streams=streams),
                                         (*cond_params, *stream_params, lo, hi)).fetchone()
     if hits > WINDOW_MAX_ROWS:

@@ -26,9 +26,10 @@ MAX_RUNS = 8
 MIN_IDS = 1000
 
 
-def stream_condition(stream_ids: Iterable[int], column: str = "stream_id"
-                     ) -> tuple[str, tuple]:
-    """(SQL condition on `column`, its parameters) that holds exactly for `stream_ids`."""
+def stream_condition(stream_ids: Iterable[int], column: str = "stream_id",
+                     listed: str | None = None) -> tuple[str, tuple]:
+    """(SQL condition on `column`, its parameters) that holds exactly for `stream_ids`.
+    `listed`: the ids as the JSON list a caller made already (not encoded again)."""
     if not isinstance(stream_ids, Collection):
         stream_ids = list(stream_ids)  # an iterator, read once
     if len(stream_ids) >= MIN_IDS:
@@ -37,7 +38,9 @@ def stream_condition(stream_ids: Iterable[int], column: str = "stream_id"
             sql = " OR ".join(f"{column} BETWEEN ? AND ?" for _ in runs)
             return (f"({sql})" if len(runs) > 1 else sql,
                     tuple(v for run in runs for v in run))
-    return f"{column} IN (SELECT value FROM json_each(?))", (json.dumps(list(stream_ids)),)
+    if listed is None:
+        listed = json.dumps(list(stream_ids))
+    return f"{column} IN (SELECT value FROM json_each(?))", (listed,)
 
 
 def id_runs(stream_ids: Collection[int]) -> list[tuple[int, int]] | None:

@@ -3,6 +3,7 @@ are few runs, a JSON list otherwise; either way it holds for exactly the ids giv
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 
@@ -55,6 +56,9 @@ def test_other_sets_stay_a_json_list(table, ids):
     sql, _ = stream_condition(ids)
     assert "json_each" in sql and "BETWEEN" not in sql
     assert _selected(table, ids) == sorted(ids)
+    # a list the caller encoded already is taken as it is
+    listed = json.dumps(ids)
+    assert stream_condition(ids, listed=listed) == (sql, (listed,))
 
 
 def test_runs():
