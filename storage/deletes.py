@@ -120,6 +120,13 @@ def block_rows(conn: sqlite3.Connection, block_id: int) -> list[tuple[int, int, 
     return list(zip(ids, ts, lines, mds))
 
 
+def is_pack(conn: sqlite3.Connection, block_id: int) -> bool:
+    """Whether the block is a pack (the head): rewritten, it must stay one, so the sealer
+    still merges it and the pattern miner still finds its lines."""
+    r = conn.execute("SELECT flags FROM blocks WHERE id = ?", (block_id,)).fetchone()
+    return r is not None and bool(r[0] & B.FLAG_PACK)
+
+
 def rewrite_block(conn: sqlite3.Connection, stream_id: int, block_id: int,
                   keep: Sequence[tuple[int, int, str, str | None]],
                   removed: Sequence[tuple[int, int, str, str | None]],

@@ -1,19 +1,27 @@
 """Appending log entries to the head (writer thread) and keeping the per-minute rollups in step.
 
-Exact duplicates (same stream, timestamp, line and metadata) are stored once: in the head the
-unique index drops them, and a line no newer than the stream's newest sealed line is first
-looked up in the sealed blocks that cover its timestamp."""
+The head is packs: what a push brings for a stream is one row of the `blocks` table
+(storage/blocks/codec.py FLAG_PACK), not a row per line; SQLite's work per line (an index
+entry, a row, later its delete) was about half of the server's work per pushed line (issue
+25). Rows of the `entries` table, the head before packs, are still read and sealed.
+
+Exact duplicates (same stream, timestamp, line and metadata) are stored once: repeats within
+a push are dropped here, and a line no newer than the stream's newest stored line is first
+looked up in the packs and blocks that cover its timestamp."""
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from itertools import chain, count, repeat
+from itertools import count
 from typing import Iterable, Iterator
 
 from logql.model import MINUTE_NS
-from storage.blocks import sealing
+from storage.blocks import codec as B, sealing
+from storage.blocks.catalog import insert_block
 from storage.streams import extend_stream_ranges, stream_ids_for
+
+DEFAULT_WINDOW_NS = 3600 * 10**9  # storage.block_window's default
 
 
 @dataclass
@@ -27,15 +35,14 @@ class PreparedStream:
     last_ts: int = 0
     size: int = 0  # UTF-8 bytes of the rows' lines (what the rate limits count)
     # (minute, metadata text or '') -> [lines, bytes] of the rows, added up as they were
-    # validated (`tally`); None when the rows came another way: the append then has
-    # SQLite count what it inserted
+    # validated (`tally`); None when the rows came another way: the append then counts them
     tallies: dict[tuple[int, str], list[int]] | None = None
 
 
 def tally(tallies: dict[tuple[int, str], list[int]], timestamps: Iterable[int],
           md_texts: Iterable[str | None], sizes: Iterable[int]) -> None:
-    """Rows added to a stream's rollup totals: what ROLLUP_NEW_ROWS counts for them once
-    inserted (the minute floored, also before 1970, as Python's % does)."""
+    """Rows added to a stream's rollup totals (the minute floored, also before 1970, as
+    Python's % does)."""
     get = tallies.get
     for ts, md, size in zip(timestamps, md_texts, sizes):
         key = (ts - ts % MINUTE_NS, md or "")
@@ -59,95 +66,100 @@ class AppendResult:
         field(default_factory=list)
 
 
-INSERT_ENTRY = ("INSERT OR IGNORE INTO entries (stream_id, ts, hash, line, metadata) "
-                "VALUES (?, ?, ?, ?, ?)")
-# with ids given: after the newest rows were sealed, SQLite's max(id) + 1 would hand out an
-# id a sealed row already has
-INSERT_ENTRY_WITH_ID = ("INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata) "
-                        "VALUES (?, ?, ?, ?, ?, ?)")
-# The rows this append inserted (ids above the previous maximum: duplicates that INSERT OR
-# IGNORE skipped are not among them), each folded into its rollup by SQLite itself. The
-# minute is floored, also for timestamps before 1970. Row by row rather than GROUP BY: the
-# sort cost more than it saved (500 new streams of 10 lines in 10 minutes: 15 -> 8 ms;
-# 20 streams of 250 lines in one minute: the same, 6-7 ms).
-ROLLUP_NEW_ROWS = (
-    "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) "
-    "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1, coalesce(metadata, ''), 1, "
-    "length(CAST(line AS BLOB)) FROM entries NOT INDEXED WHERE id > ?2 "
-    "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
-    "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
-
-
-# Totals a push tallied while it was validated: the rollups then take a row per stream and
-# minute instead of SQLite reading back every inserted row (1.2 ms of the writer's 5.6 ms
-# per 1,000 realistic lines). Only when every offered row was inserted, and the totals are
-# at most half as many as the rows.
+# Totals a push tallied while it was validated, a row per stream, minute and metadata.
 ADD_TALLIES = (
     "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
     "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 
 
-def _tallies_pay(streams: list[PreparedStream], rows: int) -> bool:
-    """Whether upserting the tallies costs less than SQLite counting the rows: a tally costs
-    about 2.9 us (bound from Python), a row counted 1.2 us. Pushes of many new streams with
-    a line or two per minute each have about as many tallies as rows."""
-    if any(ps.tallies is None for ps in streams):
-        return False
-    return 2 * sum(len(ps.tallies) for ps in streams) <= rows
-
-
 def newest_head_id(conn: sqlite3.Connection) -> int:
-    """The highest id in the head (0 when it is empty)."""
-    return conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+    """The highest entry id given so far (0 when none): packs and blocks take theirs from
+    seal_state, rows of the head before packs (migration 0010) from the entries table."""
+    return conn.execute("SELECT max((SELECT coalesce(max(id), 0) FROM entries), "
+                        "(SELECT max_id FROM seal_state WHERE id = 1))").fetchone()[0]
+
+
+def _without_repeats(rows: list[tuple[int, int, str, str | None]]) -> list:
+    """The rows without exact repeats within the push (same timestamp and content hash, the
+    head's unique key before packs), the first of each kept."""
+    keys = set(zip([r[0] for r in rows], [r[1] for r in rows]))
+    if len(keys) == len(rows):
+        return rows
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for r in rows:
+        key = (r[0], r[1])
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def _per_window(rows: list, window_ns: int) -> list[list]:
+    """A stream's rows of a push, split by the sealer's window (most pushes hold one): a
+    pack holds one window's lines, so the window's block is sealed from its packs alone."""
+    first, last = min(r[0] for r in rows), max(r[0] for r in rows)
+    if first - first % window_ns == last - last % window_ns:
+        return [rows]
+    parts: dict[int, list] = {}
+    for r in rows:
+        parts.setdefault(r[0] - r[0] % window_ns, []).append(r)
+    return list(parts.values())
 
 
 def append(conn: sqlite3.Connection, cache: dict, tenant: str,
-           streams: list[PreparedStream]) -> AppendResult:
+           streams: list[PreparedStream], window_ns: int = DEFAULT_WINDOW_NS) -> AppendResult:
+    """Store a push (writer, inside its transaction): per stream and window (the sealer's
+    `storage.block_window`), the rows no stored line repeats become one pack
+    (storage/blocks/codec.py FLAG_PACK), sorted by time, with entry ids in arrival order
+    among equal timestamps; the rollups get the push's tallies."""
     result = AppendResult()
     streams = [ps for ps in streams if ps.rows]
     if not streams:
         return result
-    newest_before = newest_head_id(conn)
-    sealed_max = sealing.sealed_max_id(conn)
-    next_id = sealed_max + 1 if sealed_max > newest_before else None
+    next_id = newest_head_id(conn) + 1
     sids, created = stream_ids_for(conn, cache, tenant, streams)
     older = [sid for sid in sids if sid not in created]
     horizons = sealing.sealed_horizons(conn, older) if older else {}
-    offered: list[Iterator[tuple]] = []
+    packs: list[tuple[int, B.EncodedBlock]] = []
+    tallies: list[tuple[int, int, str, int, int]] = []
+    offered = 0
     for sid, ps in zip(sids, streams):
-        rows = ps.rows
+        rows = _without_repeats(ps.rows)
+        offered += len(ps.rows)
         horizon = horizons.get(sid)
         if horizon is not None and min(r[0] for r in rows) <= horizon:
-            # a line at or before the newest sealed one may be a repeat of a sealed line
+            # a line at or before the stream's newest stored one may repeat a stored line
             held = sealing.sealed_duplicates(conn, sid, [r for r in rows if r[0] <= horizon])
             if held:
                 older_rows = [i for i, r in enumerate(rows) if r[0] <= horizon]
                 drop = {older_rows[i] for i in held}
                 rows = [r for i, r in enumerate(rows) if i not in drop]
-        # the parameter rows are built by zip, not a Python loop per row: 5% of a push
-        # (zip of no columns would repeat the stream id for ever)
-        if not rows:
-            pass
-        elif next_id is None:
-            offered.append(zip(repeat(sid), *zip(*rows)))
-        else:
-            offered.append(zip(count(next_id), repeat(sid), *zip(*rows)))
-            next_id += len(rows)
         result.written.append((sid, ps.labels, rows))
         result.firsts.append((sid, ps.first_ts))
-    # one statement for every stream's rows: per stream, the calls cost more than the rows
-    before = conn.total_changes
-    conn.executemany(INSERT_ENTRY if next_id is None else INSERT_ENTRY_WITH_ID,
-                     chain.from_iterable(offered))
-    result.inserted = conn.total_changes - before
-    result.duplicates = sum(len(ps.rows) for ps in streams) - result.inserted
+        if not rows:
+            continue
+        # ids in arrival order; the codec sorts by (ts, id), so equal timestamps keep it
+        for part in _per_window(rows, window_ns):
+            packs.append((sid, B.encode([(i, r[0], r[2], r[3])
+                                         for i, r in zip(count(next_id), part)], pack=True)))
+            next_id += len(part)
+        result.inserted += len(rows)
+        counted = ps.tallies if ps.tallies is not None and len(rows) == len(ps.rows) else None
+        if counted is None:
+            counted = {}
+            tally(counted, (r[0] for r in rows), (r[3] for r in rows),
+                  (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
+        tallies.extend((sid, minute, md, lines, size)
+                       for (minute, md), (lines, size) in counted.items())
+    result.duplicates = offered - result.inserted
+    for sid, block in packs:
+        insert_block(conn, sid, block)
+    if packs:
+        conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1",
+                     (next_id - 1,))
     extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)
                                 for sid, ps in zip(sids, streams) if sid not in created])
-    if result.inserted and not result.duplicates and _tallies_pay(streams, result.inserted):
-        conn.executemany(ADD_TALLIES, (
-            (sid, minute, md, lines, size) for sid, ps in zip(sids, streams)
-            for (minute, md), (lines, size) in ps.tallies.items()))
-    elif result.inserted:
-        conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, newest_before))
+    conn.executemany(ADD_TALLIES, tallies)
     return result

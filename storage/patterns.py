@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from itertools import repeat
 from typing import Iterable, Sequence
+
+from storage.blocks import codec as B
 
 # (stream_id, cluster_id, template, line, spans, gaps, level, pattern)
 ClusterRow = tuple[int, int, list[str], str, list[list[int]], list[int], str, str]
@@ -18,9 +21,26 @@ def mined_id(conn: sqlite3.Connection) -> int:
 
 def new_entries(conn: sqlite3.Connection, after: int,
                 limit: int) -> list[tuple[int, int, int, str, str | None]]:
-    """(id, stream_id, ts, line, metadata) of head entries with id > after, oldest first."""
-    return list(conn.execute("SELECT id, stream_id, ts, line, metadata FROM entries "
-                             "WHERE id > ? ORDER BY id LIMIT ?", (after, limit)))
+    """(id, stream_id, ts, line, metadata) of head entries with id > after, oldest first:
+    about `limit` of them, and every one up to the newest returned. The `entries` table's
+    rows (the head before packs) have lower ids than any pack's; a push gives each of its
+    packs a run of ids of its own, so packs in the order of their newest id hold their ids in
+    that order too."""
+    rows = conn.execute("SELECT id, stream_id, ts, line, metadata FROM entries "
+                        "WHERE id > ? ORDER BY id LIMIT ?", (after, limit)).fetchall()
+    if rows:
+        return rows
+    for sid, n, flags, keys, lengths, metadata, lines in conn.execute(
+            "SELECT stream_id, rows, flags, keys, lengths, metadata, lines FROM blocks "
+            "WHERE flags & 4 AND max_id > ? ORDER BY max_id", (after,)):
+        ts, ids = B.decode_keys(keys, n)
+        text = B.decode_lines(lines, B.decode_lengths(lengths), bool(flags & B.FLAG_ASCII))
+        rows.extend(r for r in zip(ids, repeat(sid), ts, text, B.decode_metadata(metadata, n))
+                    if r[0] > after)
+        if len(rows) >= limit:
+            break
+    rows.sort()
+    return rows
 
 
 def clusters(conn: sqlite3.Connection) -> list[ClusterRow]:

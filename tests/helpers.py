@@ -19,6 +19,49 @@ def push_body(stream: dict, values: list) -> bytes:
     return json.dumps({"streams": [{"stream": stream, "values": values}]}).encode()
 
 
+# The head is packs (blocks flagged 4, storage/blocks/codec.py FLAG_PACK) and the rows of the
+# `entries` table (a database from before packs); sealed blocks are the other blocks.
+HEAD_ROWS = ("((SELECT count(*) FROM entries) + "
+             "(SELECT coalesce(sum(rows), 0) FROM blocks WHERE flags & 4))")
+SEALED_BLOCKS = "(SELECT count(*) FROM blocks WHERE NOT flags & 4)"
+
+
+def head_rows(conn: sqlite3.Connection) -> int:
+    """Lines in the head: in packs, or `entries` rows."""
+    return conn.execute(f"SELECT {HEAD_ROWS}").fetchone()[0]
+
+
+def sealed_blocks(conn: sqlite3.Connection) -> int:
+    return conn.execute(f"SELECT {SEALED_BLOCKS}").fetchone()[0]
+
+
+def packs_to_entries(db_path) -> int:
+    """Turn the head's packs into `entries` rows, as a database from before packs holds its
+    head (same ids, hashes as a push computes them), for the tests of that head's reads.
+    Returns the rows moved."""
+    from services.ingest.prepare import entry_hash
+    from storage.deletes import block_rows
+
+    conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        moved = 0
+        for pid, sid in conn.execute("SELECT id, stream_id FROM blocks WHERE flags & 4"
+                                     ).fetchall():
+            rows = block_rows(conn, pid)
+            conn.executemany(
+                "INSERT INTO entries (id, stream_id, ts, hash, line, metadata) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(i, sid, ts, entry_hash(line.encode("utf-8", "surrogatepass"), md), line, md)
+                 for i, ts, line, md in rows])
+            conn.execute("DELETE FROM blocks WHERE id = ?", (pid,))
+            moved += len(rows)
+        conn.execute("COMMIT")
+        return moved
+    finally:
+        conn.close()
+
+
 def stored(db_path: str) -> list[tuple[str, int, str, dict | None]]:
     """(tenant, labels, ts, line, metadata) of every stored entry, in the head or sealed,
     read from the SQLite file in (ts, id) order."""
@@ -38,7 +81,7 @@ def stored(db_path: str) -> list[tuple[str, int, str, dict | None]]:
 
 
 def sealed_rows(conn: sqlite3.Connection) -> list[tuple]:
-    """(id, tenant, labels, ts, line, metadata) of every row in a sealed block."""
+    """(id, tenant, labels, ts, line, metadata) of every row in a block (packs too)."""
     from storage.blocks import codec as blocks
 
     out = []
@@ -56,12 +99,18 @@ def sealed_rows(conn: sqlite3.Connection) -> list[tuple]:
 def seal(conn: sqlite3.Connection, *, max_rows: int = 100_000, window_ns: int = 3600 * 10**9,
          keep=lambda group: True) -> int:
     """Seal the head's groups (all, or those `keep` accepts) on a connection of the test's
-    own; return the rows sealed."""
+    own; return the rows sealed. Looks again until nothing is left: a pack's lines past its
+    window go back into the head for the next window's group."""
     from storage.blocks import sealing
 
-    groups = [g for g in sealing.sealable_groups(conn, 0, window_ns, 0, everything=True)
-              if keep(g)]
-    return sealing.seal_now(conn, groups, max_rows)
+    sealed = 0
+    while True:
+        groups = [g for g in sealing.sealable_groups(conn, 0, window_ns, 0, everything=True)
+                  if keep(g)]
+        done = sealing.seal_now(conn, groups, max_rows)
+        if not done:
+            return sealed
+        sealed += done
 
 
 def db_path(client) -> str:

@@ -121,8 +121,10 @@ def counts(db_path: str | Path) -> tuple[int, int]:
     conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        head = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
-        sealed = conn.execute("SELECT coalesce(sum(rows), 0) FROM blocks").fetchone()[0]
+        head = conn.execute("SELECT count(*) FROM entries").fetchone()[0] + conn.execute(
+            "SELECT coalesce(sum(rows), 0) FROM blocks WHERE flags & 4").fetchone()[0]
+        sealed = conn.execute("SELECT coalesce(sum(rows), 0) FROM blocks "
+                              "WHERE NOT flags & 4").fetchone()[0]
         conn.execute("COMMIT")
         return head, sealed
     finally:
@@ -131,33 +133,47 @@ def counts(db_path: str | Path) -> tuple[int, int]:
 
 def seal_older_half(db_path: str | Path, max_id: int | None = None) -> int:
     """Seal the older half of the head (by ts, then id; only ids <= max_id when the pattern
-    miner holds newer rows back) into blocks of BLOCK_ROWS, on a connection of our own,
-    one transaction per block as the sealer does. Returns the rows sealed."""
+    miner holds newer rows back) into blocks of BLOCK_ROWS, on a connection of our own, one
+    transaction per stream. A stream's packs are taken apart: their newer rows go back as
+    one pack. Returns the rows sealed."""
     from storage.blocks import codec as blocks, sealing
+    from storage.blocks.catalog import insert_block
+    from storage.deletes import block_rows
 
     conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
     try:
-        order = conn.execute("SELECT id FROM entries ORDER BY ts, id").fetchall()
-        older = {r[0] for r in order[: len(order) // 2]}
+        rows = [(sid, (i, ts, line, md), False) for sid, i, ts, line, md in conn.execute(
+            "SELECT stream_id, id, ts, line, metadata FROM entries")]
+        packs: dict[int, list[int]] = {}
+        for pid, sid in conn.execute("SELECT id, stream_id FROM blocks WHERE flags & 4"):
+            packs.setdefault(sid, []).append(pid)
+            rows.extend((sid, r, True) for r in block_rows(conn, pid))
+        rows.sort(key=lambda x: (x[1][1], x[1][0]))
+        older = {x[1][0] for x in rows[: len(rows) // 2]}
         if max_id is not None:
             older = {i for i in older if i <= max_id}
         per_stream: dict[int, list[tuple]] = {}
-        for row in conn.execute("SELECT stream_id, id, ts, line, metadata FROM entries "
-                                "ORDER BY stream_id, ts, id"):
-            if row[1] in older:
-                per_stream.setdefault(row[0], []).append(row[1:])
+        for sid, row, packed in sorted(rows, key=lambda x: (x[0], x[1][1], x[1][0])):
+            per_stream.setdefault(sid, []).append((row, packed))
         sealed = 0
-        for sid, rows in per_stream.items():
-            for i in range(0, len(rows), BLOCK_ROWS):
-                chunk = rows[i:i + BLOCK_ROWS]
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    sealing.store_block(conn, sid, blocks.encode(chunk), [r[0] for r in chunk])
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-                sealed += len(chunk)
+        for sid, items in per_stream.items():
+            seal = [(r, packed) for r, packed in items if r[0] in older]
+            repack = [r for r, packed in items if packed and r[0] not in older]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for pid in packs.get(sid, []):
+                    conn.execute("DELETE FROM blocks WHERE id = ?", (pid,))
+                for i in range(0, len(seal), BLOCK_ROWS):
+                    chunk = seal[i:i + BLOCK_ROWS]
+                    sealing.store_block(conn, sid, blocks.encode([r for r, _ in chunk]),
+                                        [r[0] for r, packed in chunk if not packed])
+                if repack:
+                    insert_block(conn, sid, blocks.encode(repack, pack=True))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            sealed += len(seal)
         return sealed
     finally:
         conn.close()

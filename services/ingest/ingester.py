@@ -22,7 +22,7 @@ from services.read.query_worker import PrepareJob
 from services.runtime.limits import Limits
 from storage.clickhouse.client import UNREACHABLE
 from storage.db import Database
-from storage.entries import AppendResult, PreparedStream, append
+from storage.entries import DEFAULT_WINDOW_NS, AppendResult, PreparedStream, append
 
 log = logging.getLogger("logstore.ingester")
 
@@ -59,12 +59,14 @@ class Ingester:
     def __init__(self, db: Database, limits: Limits, *,
                  ingest_limits: IngestLimits | None = None,
                  written_listeners: Sequence[WrittenListener] = (),
-                 appender: LogAppender | None = None, workers: QueryPool | None = None):
+                 appender: LogAppender | None = None, workers: QueryPool | None = None,
+                 window_ns: int = DEFAULT_WINDOW_NS):
         self.db = db
         self.appender = appender  # None: the SQLite file's writer
         self.limits = limits
         self.preparer = Preparer()
         self.workers = workers  # None: every push is decoded and validated here
+        self.window_ns = window_ns  # storage.block_window: a pack holds one window's lines
         # told of every committed push (the sealer, the pattern miner, the tail hub)
         self.written_listeners = tuple(written_listeners)
         self.stopped = False  # set by /ingester/shutdown
@@ -163,8 +165,9 @@ class Ingester:
             self._written(tenant, outcome.result)
         elif prepared:
             cache = self.db.writer_cache.setdefault("streams", {})
+            window = self.window_ns
             outcome.result = await self.db.write(lambda conn: append(conn, cache, tenant,
-                                                                     prepared))
+                                                                     prepared, window))
             self._written(tenant, outcome.result)
         return outcome
 

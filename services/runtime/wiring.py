@@ -148,7 +148,7 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     tail_hub = TailHub(lambda tenant: limits.of(tenant).max_concurrent_tail_requests)
     ingester = Ingester(db, limits, ingest_limits=ingest_limits, written_listeners=[
         sealer.notify, *([patterns.notify] if mining else []), tail_hub.on_written],
-        appender=logs, workers=query_pool)
+        appender=logs, workers=query_pool, window_ns=st.block_window)
     compactor = Compactor(db, retention, interval_ns=cfg.compactor.compaction_interval,
                           delay_ns=cfg.compactor.retention_delete_delay, leases=leases,
                           deletions=deletions,

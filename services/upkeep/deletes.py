@@ -389,7 +389,8 @@ class Deletions:
                 gone = [r for r in rows if start <= r[1] <= end and pick(r[2])]
                 if gone:
                     keep = [r for r in rows if not (start <= r[1] <= end and pick(r[2]))]
-                    out.append((block_id, keep, gone, blocks.encode(keep) if keep else None))
+                    out.append((block_id, keep, gone, blocks.encode(
+                        keep, pack=deletes.is_pack(conn, block_id)) if keep else None))
             return out, missing
 
         def apply(conn, prepared):

@@ -1,14 +1,15 @@
-"""The sealer service: moves head rows into compressed, summarised blocks in the background.
+"""The sealer service: merges the head into compressed, summarised blocks in the background.
 
-A push stays one plain insert into the head. This loop wakes when pushes commit (and every
-`interval` seconds in any case), asks the head which (stream, window) groups are due (see
-storage.blocks.sealing.sealable_groups) and seals each: it reads and encodes the rows on a reader
-thread, outside any transaction, then hands the writer one short job that inserts the block
-and deletes those rows (small groups, the few rows of quiet streams, go many to a job: one
-commit for them all, each block's move in its own savepoint). That job is the only thing
-sealing puts on the writer, so pushes never wait behind a compression; while pushes keep
-arriving the loop pauses between jobs for as long as the job's reading and encoding took,
-so sealing takes at most about half of a busy machine.
+A push stays one cheap insert: a pack per stream (storage/entries.py). This loop wakes when
+pushes commit (and every `interval` seconds in any case), asks the head which (stream,
+window) groups are due (see storage.blocks.sealing.scan_head) and seals each: it reads and
+encodes the group's packs (and any `entries` rows a database from before packs holds) on a
+reader thread, outside any transaction, then hands the writer one short job that inserts the
+block and deletes those packs and rows (small groups, the few lines of quiet streams, go
+many to a job: one commit for them all, each block's move in its own savepoint). That job is
+the only thing sealing puts on the writer, so pushes never wait behind a compression; while
+pushes keep arriving the loop pauses between jobs for as long as the job's reading and
+encoding took, so sealing takes at most about half of a busy machine.
 
 Crash safety comes from the writer job being atomic: at every commit each acknowledged line
 is in the head or in one block, never both. A restart simply finds the due groups again.
@@ -42,17 +43,9 @@ PROGRESS_SECONDS = 10.0
 FLUSH_WAL_WAIT_MS = 5000
 
 
-def _read_and_encode(conn: Any, sid: int, lo: int, hi: int, limit: int,
-                     max_id: int | None = None) -> sealing.Prepared | None:
-    rows = sealing.head_rows(conn, sid, lo, hi, limit, max_id)
-    if not rows:
-        return None
-    return sealing.prepare_block(conn, sid, rows, limit, hi - lo)
-
-
 def _read_and_encode_many(conn: Any, groups: list[tuple[int, int, int]], limit: int,
                           max_id: int | None = None) -> list[sealing.Prepared | None]:
-    return [_read_and_encode(conn, sid, lo, hi, limit, max_id) for sid, lo, hi in groups]
+    return [sealing.read_group(conn, sid, lo, hi, limit, max_id) for sid, lo, hi in groups]
 
 
 @dataclass
@@ -61,6 +54,7 @@ class _Round:
     pending: int
     last_note: float
     sealed: int = 0
+    repacked: bool = False  # a pack's later lines went back into the head as a new pack
 
 
 class Sealer:
@@ -158,6 +152,16 @@ class Sealer:
             return await self._seal_due(True, ids)
 
     async def _seal_due(self, everything: bool, only: set[int] | None = None) -> int:
+        """Rounds until one moved no pack's lines on into a later window (a push that
+        spanned windows is sealed window by window, each round the next)."""
+        sealed = 0
+        while True:
+            sealed += await self._seal_round(everything, only)
+            if not self._round.repacked:
+                return sealed
+
+    async def _seal_round(self, everything: bool, only: set[int] | None) -> int:
+        self._round = _Round(0, time.monotonic())
         look = None if everything or only is not None else self.pending.look()
         if look is False:
             return 0
@@ -221,7 +225,8 @@ class Sealer:
         for g, prepared in zip(batch, found):
             if prepared is None:
                 continue
-            if not (everything or g.hi <= cutoff) and len(prepared.entry_ids) < self.max_rows:
+            if not (everything or g.hi <= cutoff or g.packs >= sealing.PACKS_DUE) \
+                    and prepared.rows < self.max_rows:
                 continue  # an open window: wait until it is full or closes
             items.append((g.stream_id, prepared))
             owners.append(g)
@@ -229,10 +234,11 @@ class Sealer:
             return again
         stored = await self.db.write(lambda conn, it=items: sealing.store_many(conn, it))
         for g, (_, prepared), ok in zip(owners, items, stored):
-            if not ok or len(prepared.entry_ids) >= self.max_rows:
+            if not ok or prepared.rows >= self.max_rows:
                 again.append(g)  # read again / the rest of a group that grew
             if ok:
-                await self._stored(len(prepared.entry_ids))
+                self._round.repacked |= prepared.repack is not None
+                await self._stored(prepared.rows)
         await self._yield_to_pushes(seen, t0)
         return again
 
@@ -285,8 +291,8 @@ class PendingHead:
 
     A group becomes due when its window closes (the earliest such moment is kept), when it
     reaches `max_rows` (it can only once the rows pushed since the look could have filled
-    the largest open group), or at once when a push brings lines into a closed window (then
-    only those streams need a look)."""
+    the largest open group) or PACKS_DUE packs (likewise), or at once when a push brings
+    lines into a closed window (then only those streams need a look)."""
 
     def __init__(self, window_ns: int, grace_ns: int, max_rows: int,
                  clock: Callable[[], int]):
@@ -296,6 +302,12 @@ class PendingHead:
         self.next_due_ns: int | None = None
         self.largest_open = 0
         self.rows_since = 0
+        # the same for packs (a group is due at PACKS_DUE): packs of the group not due with
+        # the most, and the most packs one stream got since (one per stream and push; a
+        # count over all streams would call a look per push of thousands of streams)
+        self.most_packs_open = 0
+        self.packs_since: dict[int, int] = {}
+        self.most_packs_since = 0
         self.late: set[int] = set()  # streams with lines pushed into closed windows
 
     def pushed(self, result: Any) -> bool:
@@ -306,6 +318,11 @@ class PendingHead:
         if result is None:
             return True
         self.rows_since += result.inserted
+        since = self.packs_since
+        for sid, _ in result.firsts:
+            n = since[sid] = since.get(sid, 0) + 1
+            if n > self.most_packs_since:
+                self.most_packs_since = n
         now = self.clock()
         for sid, first in result.firsts:
             due = first - first % self.window_ns + self.window_ns + self.grace_ns
@@ -317,6 +334,7 @@ class PendingHead:
 
     def _whole_head_due(self, now: int) -> bool:
         return (not self.known or self.largest_open + self.rows_since >= self.max_rows
+                or self.most_packs_open + self.most_packs_since >= sealing.PACKS_DUE
                 or (self.next_due_ns is not None and self.next_due_ns <= now))
 
     def timeout(self, interval: float) -> float:
@@ -330,6 +348,7 @@ class PendingHead:
         due, no look at all); starts the look."""
         if self._whole_head_due(self.clock()):
             self.known, self.rows_since, self.next_due_ns = False, 0, None
+            self.packs_since, self.most_packs_since = {}, 0
             self.late = set()
             return None
         if not self.late:
@@ -349,8 +368,10 @@ class PendingHead:
             self.next_due_ns = head.next_due_ns
         if streams is None:
             self.largest_open, self.known = head.largest_open, True
+            self.most_packs_open = head.most_packs_open
         else:
             self.largest_open = max(self.largest_open, head.largest_open)
+            self.most_packs_open = max(self.most_packs_open, head.most_packs_open)
 
 
 def collector(sealer: Sealer) -> ScrapeCollector:

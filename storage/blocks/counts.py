@@ -114,13 +114,16 @@ def _tally(sid: int, c: Counts, a: int, b: int, key: int,
 
 def segment_count(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int,
                   end: int) -> int:
-    """Sealed blocks overlapping [start, end], plus one per stream with head rows there."""
+    """Sealed blocks overlapping [start, end], plus one per stream with head rows there
+    (packs or `entries` rows: a stream's head is one segment, however many pushes made it)."""
     ids = json.dumps(list(stream_ids))
     blocks = conn.execute(
         "SELECT count(*) FROM blocks WHERE stream_id IN (SELECT value FROM json_each(?)) "
-        "AND max_ts >= ? AND min_ts <= ?", (ids, start, end)).fetchone()[0]
-    # one index probe per stream, not a scan of the head's rows in range
+        "AND max_ts >= ? AND min_ts <= ? AND NOT flags & 4", (ids, start, end)).fetchone()[0]
+    # index probes per stream, not a scan of the head's rows in range
     heads = conn.execute(
-        "SELECT count(*) FROM json_each(?1) j WHERE EXISTS (SELECT 1 FROM entries "
-        "WHERE stream_id = j.value AND ts >= ?2 AND ts <= ?3)", (ids, start, end)).fetchone()[0]
+        "SELECT count(*) FROM json_each(?1) j WHERE EXISTS (SELECT 1 FROM blocks "
+        "WHERE flags & 4 AND stream_id = j.value AND min_ts <= ?3 AND max_ts >= ?2) "
+        "OR EXISTS (SELECT 1 FROM entries WHERE stream_id = j.value AND ts >= ?2 AND ts <= ?3)",
+        (ids, start, end)).fetchone()[0]
     return blocks + heads

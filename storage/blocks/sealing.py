@@ -1,21 +1,19 @@
 """Moving head rows into sealed blocks, and what the push path needs to know about blocks.
 
-The sealer (services/upkeep/sealer.py) calls, on a reader connection:
+The head is packs (a push's lines of one stream, a `blocks` row flagged FLAG_PACK, see
+storage/entries.py) and the rows of the `entries` table that databases from before packs
+still hold. The sealer (services/upkeep/sealer.py) calls, on a reader connection:
 
-    sealable_groups(conn, now, window, grace, max_rows)  which (stream, window) groups to seal
-    head_rows(conn, stream, lo, hi, limit)               their rows, oldest first
+    scan_head(conn, now, window, grace, max_rows)     which (stream, window) groups to seal
+    read_group(conn, stream, lo, hi, limit)           a block of their rows, encoded
 
-encodes them (storage/blocks/codec.py) outside any transaction with
-
-    prepare_block(conn, stream, rows, max_rows, window)
-
-and then, through the writer:
+outside any transaction, and then, through the writer:
 
     store_prepared(conn, stream, prepared)
 
-which inserts the block and deletes exactly those rows from the head in one transaction.
-If a row is gone by then (a delete request, retention) the block is not stored and the
-sealer reads the group again: a line is never in both places and never in neither.
+which inserts the block and deletes exactly those packs and rows from the head in one
+transaction. If one is gone by then (a delete request, retention) the block is not stored
+and the sealer reads the group again: a line is never in both places and never in neither.
 
 A quiet stream (a pod logging a few lines an hour) would get a block of a few rows per
 window, and a read pays a fixed cost per block (a summary, a decompression per column):
@@ -30,7 +28,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from storage.blocks import codec as B
@@ -50,6 +48,9 @@ MERGE_BELOW_ROWS = 64
 BATCH_BLOCKS = 128
 BATCH_ROWS = 5_000
 MERGE_MAX_WINDOWS = 24
+# a stream's window with this many packs is sealed even while it is open: a read pays a
+# pack's fixed cost (a summary, a decompression per column) as it pays a block's
+PACKS_DUE = 256
 
 
 class HeadChanged(RuntimeError):
@@ -62,6 +63,7 @@ class Group:
     lo: int          # window start, ns
     hi: int          # window end, ns
     rows: int
+    packs: int = 0   # of the rows, the packs holding some (the rest are `entries` rows)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class HeadScan:
     groups: list[Group]
     next_due_ns: int | None   # the earliest window end + grace among the groups not due
     largest_open: int         # rows of the largest group not due (it is due at max_rows)
+    most_packs_open: int = 0  # packs of the group not due with the most (due at PACKS_DUE)
 
 
 _WINDOW = "ts - ((ts % ?1) + ?1) % ?1"
@@ -80,39 +83,48 @@ def scan_head(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace_ns: i
               max_rows: int = DEFAULT_MAX_ROWS, everything: bool = False,
               streams: Sequence[int] | None = None) -> HeadScan:
     """Head groups per stream and window that are due: the window ended at least `grace_ns`
-    ago (late lines for it are unlikely), or the group holds `max_rows` rows already, or
-    `everything` (a flush). Oldest windows first.
+    ago (late lines for it are unlikely), or the group holds `max_rows` rows or PACKS_DUE
+    packs already, or `everything` (a flush). Oldest windows first. A pack belongs to the
+    window of its oldest line.
 
-    One pass over the head's (stream, ts) index in its own order, no sort: most streams
-    hold one window, and only those spanning several are counted per window. With
-    `streams`, only theirs."""
+    The packs' partial index alone, and one pass over the `entries` (stream, ts) index in
+    its own order, no sort: most streams hold one window, and only those spanning several
+    are counted per window. With `streams`, only theirs."""
     cutoff = now_ns - grace_ns
-    found: list[tuple[int, int, int]] = []  # (window start, stream, rows)
+    found: dict[tuple[int, int], list[int]] = {}  # (window start, stream) -> [rows, packs]
+    only, param = "", ()
+    if streams is not None:
+        only, param = " AND stream_id IN (SELECT value FROM json_each(?2))", \
+            (json.dumps(list(streams)),)
+    for sid, win, n, packs in conn.execute(
+            "SELECT stream_id, min_ts - ((min_ts % ?1) + ?1) % ?1, sum(rows), count(*) "
+            f"FROM blocks WHERE flags & 4{only} GROUP BY 1, 2", (window_ns, *param)):
+        found[(win, sid)] = [n, packs]
     if streams is None:
         per_stream = conn.execute(
             "SELECT stream_id, min(ts), max(ts), count(*) FROM entries GROUP BY stream_id")
     else:
         per_stream = conn.execute(
             "SELECT stream_id, min(ts), max(ts), count(*) FROM entries WHERE stream_id IN "
-            "(SELECT value FROM json_each(?)) GROUP BY stream_id", (json.dumps(list(streams)),))
+            "(SELECT value FROM json_each(?)) GROUP BY stream_id", param)
     for sid, first, last, n in per_stream.fetchall():
         lo = first - first % window_ns
         if last < lo + window_ns:
-            found.append((lo, sid, n))
+            found.setdefault((lo, sid), [0, 0])[0] += n
             continue
-        found.extend((win, sid, rows) for win, rows in conn.execute(
-            f"SELECT {_WINDOW} AS win, count(*) FROM entries WHERE stream_id = ?2 "
-            "GROUP BY 1", (window_ns, sid)))
-    found.sort()
-    groups, next_due, largest = [], None, 0
-    for lo, sid, n in found:
-        if everything or lo + window_ns <= cutoff or n >= max_rows:
-            groups.append(Group(sid, lo, lo + window_ns, n))
+        for win, rows in conn.execute(f"SELECT {_WINDOW} AS win, count(*) FROM entries "
+                                      "WHERE stream_id = ?2 GROUP BY 1", (window_ns, sid)):
+            found.setdefault((win, sid), [0, 0])[0] += rows
+    groups, next_due, largest, most_packs = [], None, 0, 0
+    for (lo, sid), (n, packs) in sorted(found.items()):
+        if everything or lo + window_ns <= cutoff or n >= max_rows or packs >= PACKS_DUE:
+            groups.append(Group(sid, lo, lo + window_ns, n, packs))
         else:
             due = lo + window_ns + grace_ns
             next_due = due if next_due is None else min(next_due, due)
             largest = max(largest, n)
-    return HeadScan(groups, next_due, largest)
+            most_packs = max(most_packs, packs)
+    return HeadScan(groups, next_due, largest, most_packs)
 
 
 def sealable_groups(conn: sqlite3.Connection, now_ns: int, window_ns: int, grace_ns: int,
@@ -149,9 +161,63 @@ def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,
 @dataclass
 class Prepared:
     """A block encoded from head rows, ready for `store_prepared`."""
-    entry_ids: list[int]         # the head rows it takes
+    entry_ids: list[int]         # the `entries` rows it takes
     block: B.EncodedBlock
     replaces: tuple[int, bytes] | None = None  # the block merged in: its id and keys
+    packs: list[tuple[int, bytes]] = field(default_factory=list)  # packs it takes: id, keys
+    rows: int = 0                # head rows it takes (entries' and packs')
+    # the packs' rows the block leaves (past the window's end or its `limit`), as one pack
+    repack: B.EncodedBlock | None = None
+
+
+def group_packs(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit: int,
+                max_id: int | None = None) -> tuple[list[tuple[int, int, str, str | None]],
+                                                    list[tuple[int, bytes]]]:
+    """The rows (id, ts, line, metadata) of one stream's packs whose oldest line is in
+    [lo, hi), whole packs, oldest first, until they hold `limit` rows (at least one pack);
+    none holding an id above `max_id`. Also the packs' (id, keys)."""
+    rows: list[tuple[int, int, str, str | None]] = []
+    packs: list[tuple[int, bytes]] = []
+    for pid, n, flags, keys, lengths, metadata, lines, newest in conn.execute(
+            "SELECT id, rows, flags, keys, lengths, metadata, lines, max_id FROM blocks "
+            "WHERE flags & 4 AND stream_id = ? AND min_ts >= ? AND min_ts < ? ORDER BY min_ts",
+            (stream_id, lo, hi)):
+        if max_id is not None and newest > max_id:
+            continue
+        if packs and len(rows) + n > limit:
+            break
+        ts, ids = B.decode_keys(keys, n)
+        text = B.decode_lines(lines, B.decode_lengths(lengths), bool(flags & B.FLAG_ASCII))
+        rows.extend(zip(ids, ts, text, B.decode_metadata(metadata, n)))
+        packs.append((pid, keys))
+    return rows, packs
+
+
+def read_group(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit: int,
+               max_id: int | None = None) -> Prepared | None:
+    """A block of up to `limit` head rows of one stream's window (its packs first, then
+    `entries` rows), encoded (reader, outside any transaction); None if none are left.
+    A pack's rows past the window's end (a push spanning windows) or past `limit` go back
+    into the head as a new pack, with their ids."""
+    rows, packs = group_packs(conn, stream_id, lo, hi, limit, max_id)
+    rows.sort(key=lambda r: (r[1], r[0]))
+    take = bisect_left(rows, hi, key=lambda r: r[1])
+    rest = rows[min(take, limit):]
+    rows = rows[:min(take, limit)]
+    entries = head_rows(conn, stream_id, lo, hi, limit - len(rows), max_id) \
+        if len(rows) < limit else []
+    if not rows and not entries:
+        if not rest:
+            return None
+        # only lines past this window: they move to a pack of the window they belong to
+        return Prepared([], B.encode(rest, pack=True), packs=packs, rows=0)
+    prepared = prepare_block(conn, stream_id, rows + entries, limit, hi - lo)
+    prepared.entry_ids = [r[0] for r in entries]
+    prepared.packs = packs
+    prepared.rows = len(rows) + len(entries)
+    if rest:
+        prepared.repack = B.encode(rest, pack=True)
+    return prepared
 
 
 def prepare_block(conn: sqlite3.Connection, stream_id: int,
@@ -162,7 +228,7 @@ def prepare_block(conn: sqlite3.Connection, stream_id: int,
     ids = [r[0] for r in rows]
     if len(rows) < MERGE_BELOW_ROWS:
         last = conn.execute("SELECT id, rows, min_ts, max_ts, keys FROM blocks "
-                            "WHERE stream_id = ? ORDER BY max_ts DESC LIMIT 1",
+                            "WHERE stream_id = ? AND NOT flags & 4 ORDER BY max_ts DESC LIMIT 1",
                             (stream_id,)).fetchone()
         if last is not None and last[1] < MERGE_BELOW_ROWS \
                 and last[1] + len(rows) <= max_rows:
@@ -175,8 +241,17 @@ def prepare_block(conn: sqlite3.Connection, stream_id: int,
 
 
 def store_prepared(conn: sqlite3.Connection, stream_id: int, p: Prepared) -> int:
-    """`store_block`, and the block merged in removed (writer, inside a transaction).
-    Raises HeadChanged, leaving nothing changed, if a head row or that block changed."""
+    """`store_block`, and the packs and the block merged in removed (writer, inside a
+    transaction). Raises HeadChanged, leaving nothing changed, if a head row, a pack or that
+    block changed."""
+    for pack in p.packs:
+        # a delete request or retention may have replaced the pack meanwhile
+        if conn.execute("DELETE FROM blocks WHERE id = ? AND keys = ?", pack).rowcount != 1:
+            raise HeadChanged("a pack changed")
+    if p.repack is not None:
+        insert_block(conn, stream_id, p.repack)
+    if not p.rows:
+        return 0
     block_id = store_block(conn, stream_id, p.block, p.entry_ids)
     if p.replaces is not None:
         # the merged block has a new id (insert_block never repeats one), so a delete
@@ -232,19 +307,18 @@ def seal_now(conn: sqlite3.Connection, groups: Sequence[Group], max_rows: int,
     try:
         for g in groups:
             while True:
-                rows = head_rows(conn, g.stream_id, g.lo, g.hi, max_rows)
-                if not rows:
+                prepared = read_group(conn, g.stream_id, g.lo, g.hi, max_rows)
+                if prepared is None:
                     break
-                prepared = prepare_block(conn, g.stream_id, rows, max_rows, g.hi - g.lo)
                 if not blocks:
                     conn.execute("BEGIN IMMEDIATE")
                 store_prepared(conn, g.stream_id, prepared)
                 blocks += 1
-                rows_in_tx += len(rows)
+                rows_in_tx += prepared.rows
                 if blocks >= BATCH_BLOCKS or rows_in_tx >= BATCH_ROWS:
                     conn.execute("COMMIT")
                     blocks = rows_in_tx = 0
-                sealed += len(rows)
+                sealed += prepared.rows
                 if on_block is not None:
                     on_block(sealed)
         if blocks:
@@ -304,7 +378,10 @@ def sealed_duplicates(conn: sqlite3.Connection, stream_id: int,
 
 def status(conn: sqlite3.Connection) -> dict[str, int]:
     head = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    packs, packed = conn.execute(
+        "SELECT count(*), coalesce(sum(rows), 0) FROM blocks WHERE flags & 4").fetchone()
     blocks, rows, size = conn.execute(
-        "SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(bytes), 0) FROM blocks"
-    ).fetchone()
-    return {"head_rows": head, "blocks": blocks, "sealed_rows": rows, "sealed_bytes": size}
+        "SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(bytes), 0) FROM blocks "
+        "WHERE NOT flags & 4").fetchone()
+    return {"head_rows": head + packed, "head_packs": packs, "blocks": blocks,
+            "sealed_rows": rows, "sealed_bytes": size}

@@ -14,7 +14,7 @@ from services.ingest.prepare import RawStream
 from services.runtime.limits import Limits
 from storage.db import Database
 from storage.entries import append
-from tests.helpers import now_ns
+from tests.helpers import head_rows, now_ns, sealed_rows
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_concurrent_pushes_commit_together(db):
     commits, pushed = asyncio.run(scenario())
     assert pushed == 20
     assert commits == 2  # the blocker's transaction, then one for all twenty pushes
-    count = db.read_sync(lambda conn: conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+    count = db.read_sync(head_rows)
     assert count == 20
 
 
@@ -118,6 +118,5 @@ def test_a_push_that_fails_alone_leaves_nothing_and_the_stream_can_be_pushed_aga
     outcome = asyncio.run(ingester.push("fake", [RawStream([("app", "api")],
                                                            [(ts + 1, "second try", None)])]))
     assert outcome.errors == []
-    rows = db.read_sync(lambda conn: conn.execute(
-        "SELECT s.labels, e.line FROM entries e JOIN streams s ON s.id = e.stream_id").fetchall())
+    rows = db.read_sync(lambda conn: [(r[2], r[4]) for r in sealed_rows(conn)])  # the head's packs
     assert rows == [('{app="api", service_name="api"}', "second try")]

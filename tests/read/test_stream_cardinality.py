@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.helpers import JSON_HEADERS, PUSH
+from tests.helpers import HEAD_ROWS, JSON_HEADERS, PUSH, SEALED_BLOCKS
 
 TENANT = "growth"
 HEADERS = {"X-Scope-OrgID": TENANT}
@@ -144,8 +144,7 @@ def _work(make_client, tmp_path, monkeypatch, n: int, sealed: bool) -> dict[str,
     if sealed:
         assert client.post("/flush").status_code == 204
     db = sqlite3.connect(tmp_path / f"data-{n}-{sealed}" / "logstore.db")
-    head, blocks = db.execute("SELECT (SELECT count(*) FROM entries), "
-                              "(SELECT count(*) FROM blocks)").fetchone()
+    head, blocks = db.execute(f"SELECT {HEAD_ROWS}, {SEALED_BLOCKS}").fetchone()
     db.close()
     # the state the test names: all in the head, or all sealed
     assert (head, blocks > 0) == ((0, True) if sealed else (2 * n, False))

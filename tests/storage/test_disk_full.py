@@ -5,6 +5,7 @@ writes resume by themselves once there is space."""
 from __future__ import annotations
 
 import json
+import random
 import time
 
 from tests.helpers import JSON_HEADERS, PUSH
@@ -13,7 +14,9 @@ NOW = time.time_ns()
 
 
 def push(client, n: int, tag: str):
-    values = [[str(NOW + i), f"{tag} line {i} " + "x" * 500] for i in range(n)]
+    # random text: the head stores lines compressed, and 2,000 repeated ones fit in a page
+    rnd = random.Random(tag)
+    values = [[str(NOW + i), f"{tag} line {i} " + rnd.randbytes(250).hex()] for i in range(n)]
     return client.post(PUSH, content=json.dumps({"streams": [{"stream": {"app": "d"},
                                                                "values": values}]}),
                        headers=JSON_HEADERS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from tests.helpers import JSON_HEADERS, push_body
+from tests.helpers import JSON_HEADERS, head_rows, push_body
 
 
 def _push(client, n: int, offset: int = 0) -> None:
@@ -23,11 +23,11 @@ def test_a_flush_leaves_no_wal_behind(make_client, tmp_path):
     for k in range(5):
         _push(client, 2000, k * 2000)
     wal = data / "logstore.db-wal"
-    assert wal.stat().st_size > 1 << 20  # the pushes went through the WAL
+    assert wal.stat().st_size > 1 << 18  # the pushes went through the WAL
     assert client.post("/flush").status_code == 204
     db = sqlite3.connect(f"file:{data / 'logstore.db'}?mode=ro", uri=True)
     try:
-        assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == 0   # all sealed
+        assert head_rows(db) == 0   # all sealed
         assert db.execute("SELECT sum(rows) FROM blocks").fetchone()[0] == 10_000
     finally:
         db.close()
@@ -48,7 +48,7 @@ def test_a_flush_leaves_no_free_pages_behind(make_client, tmp_path):
     assert client.post("/flush").status_code == 204
     db = sqlite3.connect(f"file:{data / 'logstore.db'}?mode=ro", uri=True)
     try:
-        assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
+        assert head_rows(db) == 0
         assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         size = db.execute("PRAGMA page_size").fetchone()[0]
