@@ -247,6 +247,8 @@ def main() -> None:
     ap.add_argument("--flush", action="store_true",
                     help="after the pushes, POST /flush and measure the data directory while "
                          "the server still runs (SQLite's -wal file included, issue 25)")
+    ap.add_argument("--no-sealing", action="store_true",
+                    help="storage.sealing_enabled: false (what the push path alone costs)")
     ap.add_argument("--no-report", action="store_true")
     add_backend_flag(ap)
     add_workers_flag(ap)
@@ -270,7 +272,8 @@ def main() -> None:
     otlp = args.format == "otlp"
     proc = start_server(data_dir, port, (OTLP_INDEX_ALL if otlp else "")
                         + backend_config(args.backend, data_dir)
-                        + workers_config(args.workers))
+                        + workers_config(args.workers)
+                        + ("storage:\n  sealing_enabled: false\n" if args.no_sealing else ""))
     try:
         cpu_before = group_cpu_seconds(proc.pid)
         elapsed = push_all(port, bodies, ctype, args.clients,

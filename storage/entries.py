@@ -18,7 +18,8 @@ from typing import Iterable, Iterator
 
 from logql.model import MINUTE_NS
 from storage.blocks import codec as B, sealing
-from storage.blocks.catalog import insert_block
+from storage.blocks.catalog import insert_blocks
+from storage.blocks.packs import PackParts, encode_rows
 from storage.streams import extend_stream_ranges, stream_ids_for
 
 DEFAULT_WINDOW_NS = 3600 * 10**9  # storage.block_window's default
@@ -37,6 +38,23 @@ class PreparedStream:
     # (minute, metadata text or '') -> [lines, bytes] of the rows, added up as they were
     # validated (`tally`); None when the rows came another way: the append then counts them
     tallies: dict[tuple[int, str], list[int]] | None = None
+    # the rows as a pack but for its ids (`pack_rows`), when the preparer made one
+    pack: PackParts | None = None
+    repeats: int = 0  # rows `pack_rows` dropped as repeats within the push
+
+
+def pack_rows(ps: PreparedStream) -> None:
+    """Drop the rows' repeats within the push and encode them as a pack (the preparer's
+    last step, in a query worker for a large push): the writer then only gives ids."""
+    rows = _without_repeats(ps.rows)
+    if len(rows) != len(ps.rows):
+        ps.repeats += len(ps.rows) - len(rows)
+        ps.rows = rows
+        if ps.tallies is not None:
+            ps.tallies = {}
+            tally(ps.tallies, (r[0] for r in rows), (r[3] for r in rows),
+                  (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
+    ps.pack = encode_rows(rows)
 
 
 def tally(tallies: dict[tuple[int, str], list[int]], timestamps: Iterable[int],
@@ -126,8 +144,8 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     tallies: list[tuple[int, int, str, int, int]] = []
     offered = 0
     for sid, ps in zip(sids, streams):
-        rows = _without_repeats(ps.rows)
-        offered += len(ps.rows)
+        rows = ps.rows if ps.pack is not None else _without_repeats(ps.rows)
+        offered += len(ps.rows) + ps.repeats
         horizon = horizons.get(sid)
         if horizon is not None and min(r[0] for r in rows) <= horizon:
             # a line at or before the stream's newest stored one may repeat a stored line
@@ -140,11 +158,18 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
         result.firsts.append((sid, ps.first_ts))
         if not rows:
             continue
-        # ids in arrival order; the codec sorts by (ts, id), so equal timestamps keep it
-        for part in _per_window(rows, window_ns):
-            packs.append((sid, B.encode([(i, r[0], r[2], r[3])
-                                         for i, r in zip(count(next_id), part)], pack=True)))
-            next_id += len(part)
+        pack = ps.pack
+        if pack is not None and len(rows) == len(ps.rows) and \
+                pack.min_ts - pack.min_ts % window_ns == pack.max_ts - pack.max_ts % window_ns:
+            packs.append((sid, pack.block(next_id)))
+            next_id += len(rows)
+        else:  # repeats of stored lines left out, or a push spanning windows
+            for part in _per_window(rows, window_ns):
+                # ids in arrival order; the codec sorts by (ts, id): equal timestamps keep it
+                packs.append((sid, B.encode([(i, r[0], r[2], r[3])
+                                             for i, r in zip(count(next_id), part)],
+                                            pack=True)))
+                next_id += len(part)
         result.inserted += len(rows)
         counted = ps.tallies if ps.tallies is not None and len(rows) == len(ps.rows) else None
         if counted is None:
@@ -154,8 +179,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
         tallies.extend((sid, minute, md, lines, size)
                        for (minute, md), (lines, size) in counted.items())
     result.duplicates = offered - result.inserted
-    for sid, block in packs:
-        insert_block(conn, sid, block)
+    insert_blocks(conn, packs)
     if packs:
         conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1",
                      (next_id - 1,))

@@ -23,7 +23,7 @@ from logql.model import canonical_labels, label_pairs_string
 from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_label_set
 from services.ingest.levels import LevelDetector, normalise_level
 from services.runtime.errors import PlainError
-from storage.entries import AppendResult, PreparedStream, tally
+from storage.entries import AppendResult, PreparedStream, pack_rows, tally
 
 EXEMPT_FROM_DISCOVERY = ("__aggregated_metric__", "__pattern__")
 _SM_RUNS = re.compile(r"[^A-Za-z0-9]+")
@@ -280,7 +280,10 @@ class Preparer:
                 ps.size += size
             if first is not None:
                 ps.first_ts, ps.last_ts = first, last
-        return [ps for ps in by_stream.values() if ps.rows], outcome
+        kept = [ps for ps in by_stream.values() if ps.rows]
+        for ps in kept:
+            pack_rows(ps)
+        return kept, outcome
 
     def _whole_stream(self, ps: PreparedStream, entries: list, outcome: PushOutcome,
                       lim: LimitsConfig, newest_ok: int, oldest_ok: int | None,

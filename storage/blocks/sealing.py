@@ -347,11 +347,12 @@ def sealed_max_id(conn: sqlite3.Connection) -> int:
 
 
 def sealed_horizons(conn: sqlite3.Connection, stream_ids: Sequence[int]) -> dict[int, int]:
-    """Stream id -> the newest timestamp its sealed blocks hold, for the streams that have
-    any (an index probe per stream, in one statement)."""
-    return dict(conn.execute(
-        "SELECT stream_id, max(max_ts) FROM blocks WHERE stream_id IN "
-        "(SELECT value FROM json_each(?)) GROUP BY stream_id", (json.dumps(list(stream_ids)),)))
+    """Stream id -> the newest timestamp its packs and blocks hold, for the streams that
+    have any: one index probe per stream (a GROUP BY over `IN (...)` read every block of the
+    streams, and with packs a stream has one per push)."""
+    return {sid: newest for sid, newest in conn.execute(
+        "SELECT j.value, (SELECT max(max_ts) FROM blocks WHERE stream_id = j.value) "
+        "FROM json_each(?) j", (json.dumps(list(stream_ids)),)) if newest is not None}
 
 
 def sealed_duplicates(conn: sqlite3.Connection, stream_id: int,
