@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from itertools import count
+from itertools import chain, count, repeat
 from typing import Iterable, Iterator
 
 from logql.model import MINUTE_NS
@@ -44,8 +44,9 @@ class PreparedStream:
 
 
 def pack_rows(ps: PreparedStream) -> None:
-    """Drop the rows' repeats within the push and encode them as a pack (the preparer's
-    last step, in a query worker for a large push): the writer then only gives ids."""
+    """Drop the rows' repeats within the push and, from PACK_MIN_ROWS of them, encode them
+    as a pack (the preparer's last step, in a query worker for a large push): the writer
+    then only gives ids."""
     rows = _without_repeats(ps.rows)
     if len(rows) != len(ps.rows):
         ps.repeats += len(ps.rows) - len(rows)
@@ -54,7 +55,8 @@ def pack_rows(ps: PreparedStream) -> None:
             ps.tallies = {}
             tally(ps.tallies, (r[0] for r in rows), (r[3] for r in rows),
                   (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
-    ps.pack = encode_rows(rows)
+    if len(rows) >= PACK_MIN_ROWS:
+        ps.pack = encode_rows(rows)
 
 
 def tally(tallies: dict[tuple[int, str], list[int]], timestamps: Iterable[int],
@@ -84,6 +86,18 @@ class AppendResult:
         field(default_factory=list)
 
 
+# A stream's lines of a push become a pack from this many on; fewer become `entries` rows.
+PACK_MIN_ROWS = 32
+INSERT_ENTRY = ("INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata) "
+                "VALUES (?, ?, ?, ?, ?, ?)")
+# The `entries` rows this append inserted (ids above the previous maximum), each folded into
+# its rollup by SQLite itself, when a repeat was left out and the tallies no longer hold.
+ROLLUP_NEW_ROWS = (
+    "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) "
+    "SELECT stream_id, ts - ((ts % ?1) + ?1) % ?1, coalesce(metadata, ''), 1, "
+    "length(CAST(line AS BLOB)) FROM entries NOT INDEXED WHERE id > ?2 "
+    "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
+    "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 # Totals a push tallied while it was validated, a row per stream, minute and metadata.
 ADD_TALLIES = (
     "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) VALUES (?, ?, ?, ?, ?) "
@@ -128,20 +142,22 @@ def _per_window(rows: list, window_ns: int) -> list[list]:
 
 def append(conn: sqlite3.Connection, cache: dict, tenant: str,
            streams: list[PreparedStream], window_ns: int = DEFAULT_WINDOW_NS) -> AppendResult:
-    """Store a push (writer, inside its transaction): per stream and window (the sealer's
-    `storage.block_window`), the rows no stored line repeats become one pack
-    (storage/blocks/codec.py FLAG_PACK), sorted by time, with entry ids in arrival order
-    among equal timestamps; the rollups get the push's tallies."""
+    """Store a push (writer, inside its transaction). Per stream, the rows no stored line
+    repeats become, from PACK_MIN_ROWS of them, a pack per window (the sealer's
+    `storage.block_window`), sorted by time with entry ids in arrival order among equal
+    timestamps; fewer become `entries` rows. The rollups get the push's tallies."""
     result = AppendResult()
     streams = [ps for ps in streams if ps.rows]
     if not streams:
         return result
-    next_id = newest_head_id(conn) + 1
+    first_id = next_id = newest_head_id(conn) + 1
     sids, created = stream_ids_for(conn, cache, tenant, streams)
     older = [sid for sid in sids if sid not in created]
     horizons = sealing.sealed_horizons(conn, older) if older else {}
     packs: list[tuple[int, B.EncodedBlock]] = []
     tallies: list[tuple[int, int, str, int, int]] = []
+    entry_rows: list[Iterator[tuple]] = []
+    entry_tallies: list[tuple[int, int, str, int, int]] = []
     offered = 0
     for sid, ps in zip(sids, streams):
         rows = ps.rows if ps.pack is not None else _without_repeats(ps.rows)
@@ -154,9 +170,26 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
                 older_rows = [i for i, r in enumerate(rows) if r[0] <= horizon]
                 drop = {older_rows[i] for i in held}
                 rows = [r for i, r in enumerate(rows) if i not in drop]
+        small = len(rows) < PACK_MIN_ROWS
+        if rows and not small and sid not in created:
+            rows = _not_in_entries(conn, sid, rows)
         result.written.append((sid, ps.labels, rows))
         result.firsts.append((sid, ps.first_ts))
         if not rows:
+            continue
+        counted = ps.tallies if ps.tallies is not None and len(rows) == len(ps.rows) else None
+        if counted is None:
+            counted = {}
+            tally(counted, (r[0] for r in rows), (r[3] for r in rows),
+                  (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
+        totals = [(sid, minute, md, lines, size)
+                  for (minute, md), (lines, size) in counted.items()]
+        if small:
+            # a few lines: a row each costs less than a pack's fixed costs, to write and to
+            # read (issue 22: 500 new streams of 10 lines to a push took twice as long)
+            entry_rows.append(zip(count(next_id), repeat(sid), *zip(*rows)))
+            next_id += len(rows)
+            entry_tallies.extend(totals)
             continue
         pack = ps.pack
         if pack is not None and len(rows) == len(ps.rows) and \
@@ -171,19 +204,32 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
                                             pack=True)))
                 next_id += len(part)
         result.inserted += len(rows)
-        counted = ps.tallies if ps.tallies is not None and len(rows) == len(ps.rows) else None
-        if counted is None:
-            counted = {}
-            tally(counted, (r[0] for r in rows), (r[3] for r in rows),
-                  (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
-        tallies.extend((sid, minute, md, lines, size)
-                       for (minute, md), (lines, size) in counted.items())
+        tallies.extend(totals)
+    if entry_rows:
+        offered_rows = next_id - first_id - sum(b.rows for _, b in packs)
+        before = conn.total_changes
+        conn.executemany(INSERT_ENTRY, chain.from_iterable(entry_rows))
+        inserted = conn.total_changes - before
+        result.inserted += inserted
+        if inserted == offered_rows:
+            tallies.extend(entry_tallies)
+        elif inserted:  # the head's unique key left repeats out: SQLite counts what it took
+            conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, first_id - 1))
     result.duplicates = offered - result.inserted
     insert_blocks(conn, packs)
-    if packs:
+    if next_id > first_id:
         conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1",
                      (next_id - 1,))
     extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)
                                 for sid, ps in zip(sids, streams) if sid not in created])
     conn.executemany(ADD_TALLIES, tallies)
     return result
+
+
+def _not_in_entries(conn: sqlite3.Connection, sid: int, rows: list) -> list:
+    """The rows no `entries` row of the stream repeats (same timestamp and hash, the unique
+    key of that table): a stream's small pushes are rows there, its large ones packs."""
+    lo, hi = min(r[0] for r in rows), max(r[0] for r in rows)
+    held = set(conn.execute("SELECT ts, hash FROM entries WHERE stream_id = ? AND ts >= ? "
+                            "AND ts <= ?", (sid, lo, hi)).fetchall())
+    return [r for r in rows if (r[0], r[1]) not in held] if held else rows

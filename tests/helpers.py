@@ -19,8 +19,9 @@ def push_body(stream: dict, values: list) -> bytes:
     return json.dumps({"streams": [{"stream": stream, "values": values}]}).encode()
 
 
-# The head is packs (blocks flagged 4, storage/blocks/codec.py FLAG_PACK) and the rows of the
-# `entries` table (a database from before packs); sealed blocks are the other blocks.
+# The head is packs (blocks flagged 4, storage/blocks/codec.py FLAG_PACK: a stream's lines of
+# a push, from storage.entries.PACK_MIN_ROWS on) and the rows of the `entries` table (the
+# lines of smaller pushes); sealed blocks are the other blocks.
 HEAD_ROWS = ("((SELECT count(*) FROM entries) + "
              "(SELECT coalesce(sum(rows), 0) FROM blocks WHERE flags & 4))")
 SEALED_BLOCKS = "(SELECT count(*) FROM blocks WHERE NOT flags & 4)"
@@ -33,33 +34,6 @@ def head_rows(conn: sqlite3.Connection) -> int:
 
 def sealed_blocks(conn: sqlite3.Connection) -> int:
     return conn.execute(f"SELECT {SEALED_BLOCKS}").fetchone()[0]
-
-
-def packs_to_entries(db_path) -> int:
-    """Turn the head's packs into `entries` rows, as a database from before packs holds its
-    head (same ids, hashes as a push computes them), for the tests of that head's reads.
-    Returns the rows moved."""
-    from services.ingest.prepare import entry_hash
-    from storage.deletes import block_rows
-
-    conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        moved = 0
-        for pid, sid in conn.execute("SELECT id, stream_id FROM blocks WHERE flags & 4"
-                                     ).fetchall():
-            rows = block_rows(conn, pid)
-            conn.executemany(
-                "INSERT INTO entries (id, stream_id, ts, hash, line, metadata) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(i, sid, ts, entry_hash(line.encode("utf-8", "surrogatepass"), md), line, md)
-                 for i, ts, line, md in rows])
-            conn.execute("DELETE FROM blocks WHERE id = ?", (pid,))
-            moved += len(rows)
-        conn.execute("COMMIT")
-        return moved
-    finally:
-        conn.close()
 
 
 def stored(db_path: str) -> list[tuple[str, int, str, dict | None]]:

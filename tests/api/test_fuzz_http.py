@@ -41,7 +41,8 @@ bodies = st.fixed_dictionaries({"streams": st.lists(streams, max_size=4)})
 
 def _stored_lines(client) -> list[str]:
     with sqlite3.connect(db_path(client)) as conn:
-        return [r[4] for r in sealed_rows(conn)]  # every line is in the head's packs
+        return [r[0] for r in conn.execute("SELECT line FROM entries")] + \
+            [r[4] for r in sealed_rows(conn)]  # the head's rows and packs
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """Packs, the head (issue 25): what the preparer encodes without ids is, once the writer gives
-the ids, the very block the codec makes of the same rows; a push's repeats are stored once;
-a push spanning windows is stored as a pack per window; the head's packs read back after a
-restart exactly as pushed."""
+the ids, the very block the codec makes of the same rows; a push's repeats, and repeats of
+lines in the head's packs or rows, are stored once; a few lines a stream are rows, many a
+pack; a push spanning windows is stored as a pack per window; the head's packs read back
+after a restart exactly as pushed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from services.ingest.prepare import Preparer, RawStream
 from storage.blocks import codec as B
 from storage.blocks.packs import encode_rows
 from storage.db import connect, migrate
-from storage.entries import append
+from storage.entries import PACK_MIN_ROWS, append
 from tests.helpers import head_rows, sealed_blocks, sealed_rows, stored
 
 T = 1_700_000_000 * 10**9
@@ -53,28 +54,49 @@ def _push(conn, raw: list[RawStream], window_ns: int = HOUR):
 def test_repeats_within_a_push_and_of_stored_lines_are_stored_once(tmp_path):
     conn = connect(str(tmp_path / "x.db"))
     migrate(conn)
-    entries = [(T + 5, "a", None), (T + 5, "a", None), (T + 5, "b", None), (T + 6, "a", None)]
-    result = _push(conn, [RawStream([("app", "x")], entries)])
-    assert (result.inserted, result.duplicates) == (3, 1)
+    many = [(T + i, f"line {i}", None) for i in range(PACK_MIN_ROWS)]
+    result = _push(conn, [RawStream([("app", "x")], many + many[:3])])
+    assert (result.inserted, result.duplicates) == (PACK_MIN_ROWS, 3)
+    assert conn.execute("SELECT count(*) FROM blocks WHERE flags & 4").fetchone()[0] == 1
     # again, with one new line: the stored ones are found in the pack
-    result = _push(conn, [RawStream([("app", "x")], entries + [(T + 7, "c", None)])])
-    assert (result.inserted, result.duplicates) == (1, 4)
-    assert sorted((r[3], r[4]) for r in sealed_rows(conn)) == [
-        (T + 5, "a"), (T + 5, "b"), (T + 6, "a"), (T + 7, "c")]
-    assert conn.execute("SELECT sum(lines) FROM rollups").fetchone()[0] == 4
-    assert (head_rows(conn), sealed_blocks(conn)) == (4, 0)
+    result = _push(conn, [RawStream([("app", "x")], many + [(T + 10**6, "new", None)])])
+    assert (result.inserted, result.duplicates) == (1, PACK_MIN_ROWS)
+    assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == 1  # a few: a row
+    # a large push repeating the head's row and the pack's lines stores only its new ones
+    more = [(T + 2 * 10**6 + i, f"more {i}", None) for i in range(PACK_MIN_ROWS)]
+    result = _push(conn, [RawStream([("app", "x")], more + many + [(T + 10**6, "new", None)])])
+    assert (result.inserted, result.duplicates) == (PACK_MIN_ROWS, PACK_MIN_ROWS + 1)
+    want = sorted((ts, line) for ts, line, _ in many + more + [(T + 10**6, "new", None)])
+    assert sorted([(r[3], r[4]) for r in sealed_rows(conn)] + [
+        tuple(r) for r in conn.execute("SELECT ts, line FROM entries")]) == want
+    assert conn.execute("SELECT sum(lines) FROM rollups").fetchone()[0] == len(want)
+    assert (head_rows(conn), sealed_blocks(conn)) == (len(want), 0)
 
 
 def test_a_push_spanning_windows_is_a_pack_per_window(tmp_path):
     conn = connect(str(tmp_path / "x.db"))
     migrate(conn)
     start = T - T % HOUR
-    entries = [(start + k * 20 * MINUTE_NS, f"k={k}", None) for k in range(9)]  # 3 hours
+    entries = [(start + k * 5 * MINUTE_NS, f"k={k}", None) for k in range(36)]  # 3 hours
     _push(conn, [RawStream([("app", "x")], entries)])
     packs = conn.execute("SELECT min_ts, max_ts, rows FROM blocks WHERE flags & 4 "
                          "ORDER BY min_ts").fetchall()
     assert [(lo - start, hi - start, n) for lo, hi, n in packs] == [
-        (h * HOUR, h * HOUR + 40 * MINUTE_NS, 3) for h in range(3)]
+        (h * HOUR, h * HOUR + 55 * MINUTE_NS, 12) for h in range(3)]
+
+
+def test_a_few_lines_a_stream_are_rows_and_many_a_pack(tmp_path):
+    conn = connect(str(tmp_path / "x.db"))
+    migrate(conn)
+    few = [(T + i, f"few {i}", None) for i in range(PACK_MIN_ROWS - 1)]
+    many = [(T + i, f"many {i}", None) for i in range(PACK_MIN_ROWS)]
+    _push(conn, [RawStream([("app", "few")], few), RawStream([("app", "many")], many)])
+    assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == PACK_MIN_ROWS - 1
+    assert conn.execute("SELECT count(*), sum(rows) FROM blocks WHERE flags & 4").fetchone() \
+        == (1, PACK_MIN_ROWS)
+    ids = [r[0] for r in conn.execute("SELECT id FROM entries")] + \
+        [r[0] for r in sealed_rows(conn)]
+    assert sorted(ids) == list(range(1, 2 * PACK_MIN_ROWS))  # one sequence for both
 
 
 def test_the_head_reads_back_after_a_restart(make_server):

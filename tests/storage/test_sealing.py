@@ -123,7 +123,8 @@ def test_ids_stay_unique_after_the_newest_rows_are_sealed(make_server):
     push(server.url, [({"app": "b"}, [[str(T), "second"]])])  # same timestamp, later
     conn = sqlite3.connect(server.data_dir / "logstore.db", isolation_level=None)
     conn.execute("BEGIN")  # one snapshot: the sealer may be moving the second line now
-    ids = [r[0] for r in sealed_rows(conn)]  # packs too
+    ids = [r[0] for r in sealed_rows(conn)] + [r[0] for r in conn.execute(
+        "SELECT id FROM entries")]
     conn.execute("COMMIT")
     assert len(ids) == len(set(ids)) == 2
     got = httpx.get(server.url + QUERY_RANGE, params={
