@@ -44,9 +44,11 @@ class PreparedStream:
 
 
 def pack_rows(ps: PreparedStream) -> None:
-    """Drop the rows' repeats within the push and, from PACK_MIN_ROWS of them, encode them
-    as a pack (the preparer's last step, in a query worker for a large push): the writer
-    then only gives ids."""
+    """From PACK_MIN_ROWS rows on, drop their repeats within the push and encode them as a
+    pack (the preparer's last step, in a query worker for a large push): the writer then
+    only gives ids. Fewer become `entries` rows, whose unique key leaves repeats out."""
+    if len(ps.rows) < PACK_MIN_ROWS:
+        return
     rows = _without_repeats(ps.rows)
     if len(rows) != len(ps.rows):
         ps.repeats += len(ps.rows) - len(rows)
@@ -55,8 +57,7 @@ def pack_rows(ps: PreparedStream) -> None:
             ps.tallies = {}
             tally(ps.tallies, (r[0] for r in rows), (r[3] for r in rows),
                   (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
-    if len(rows) >= PACK_MIN_ROWS:
-        ps.pack = encode_rows(rows)
+    ps.pack = encode_rows(rows)
 
 
 def tally(tallies: dict[tuple[int, str], list[int]], timestamps: Iterable[int],
@@ -157,10 +158,11 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     packs: list[tuple[int, B.EncodedBlock]] = []
     tallies: list[tuple[int, int, str, int, int]] = []
     entry_rows: list[Iterator[tuple]] = []
-    entry_tallies: list[tuple[int, int, str, int, int]] = []
+    entry_tallies: list[tuple[int, int, str, int, int]] | None = []
     offered = 0
     for sid, ps in zip(sids, streams):
-        rows = ps.rows if ps.pack is not None else _without_repeats(ps.rows)
+        rows = ps.rows if ps.pack is not None or len(ps.rows) < PACK_MIN_ROWS \
+            else _without_repeats(ps.rows)
         offered += len(ps.rows) + ps.repeats
         horizon = horizons.get(sid)
         if horizon is not None and min(r[0] for r in rows) <= horizon:
@@ -178,19 +180,23 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
         if not rows:
             continue
         counted = ps.tallies if ps.tallies is not None and len(rows) == len(ps.rows) else None
-        if counted is None:
-            counted = {}
-            tally(counted, (r[0] for r in rows), (r[3] for r in rows),
-                  (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
-        totals = [(sid, minute, md, lines, size)
-                  for (minute, md), (lines, size) in counted.items()]
         if small:
             # a few lines: a row each costs less than a pack's fixed costs, to write and to
             # read (issue 22: 500 new streams of 10 lines to a push took twice as long)
             entry_rows.append(zip(count(next_id), repeat(sid), *zip(*rows)))
             next_id += len(rows)
-            entry_tallies.extend(totals)
+            if counted is None:
+                entry_tallies = None  # SQLite counts the rows
+            elif entry_tallies is not None:
+                entry_tallies.extend((sid, minute, md, lines, size)
+                                     for (minute, md), (lines, size) in counted.items())
             continue
+        if counted is None:
+            counted = {}
+            tally(counted, (r[0] for r in rows), (r[3] for r in rows),
+                  (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
+        tallies.extend((sid, minute, md, lines, size)
+                       for (minute, md), (lines, size) in counted.items())
         pack = ps.pack
         if pack is not None and len(rows) == len(ps.rows) and \
                 pack.min_ts - pack.min_ts % window_ns == pack.max_ts - pack.max_ts % window_ns:
@@ -204,16 +210,20 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
                                             pack=True)))
                 next_id += len(part)
         result.inserted += len(rows)
-        tallies.extend(totals)
     if entry_rows:
         offered_rows = next_id - first_id - sum(b.rows for _, b in packs)
         before = conn.total_changes
         conn.executemany(INSERT_ENTRY, chain.from_iterable(entry_rows))
         inserted = conn.total_changes - before
         result.inserted += inserted
-        if inserted == offered_rows:
+        # tallies only when every row went in (the table's unique key leaves repeats out) and
+        # they are at most half as many as the rows: a tally costs about 2.9 us bound from
+        # Python, a row counted by SQLite 1.2 us, and many new streams with a line or two a
+        # minute each have about as many tallies as rows
+        if inserted == offered_rows and entry_tallies is not None \
+                and 2 * len(entry_tallies) <= inserted:
             tallies.extend(entry_tallies)
-        elif inserted:  # the head's unique key left repeats out: SQLite counts what it took
+        elif inserted:
             conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, first_id - 1))
     result.duplicates = offered - result.inserted
     insert_blocks(conn, packs)
