@@ -55,50 +55,86 @@ class PackParts:
 
 def encode_rows(rows: Sequence[tuple[int, int, str, str | None]]) -> PackParts:
     """A stream's rows (ts, hash, line, metadata text or None), in arrival order, as a pack
-    but for its ids: columns at a time, no Python sort or tuple per row."""
+    but for its ids. Python lists and struct, not numpy: a push's pack per stream holds a few
+    dozen rows, where numpy's fixed cost per call was most of the encoding."""
     n = len(rows)
-    ts = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
+    ts = [r[0] for r in rows]
     lines = [r[2] for r in rows]
     mds = [r[3] for r in rows]
-    if n > 1 and bool(np.any(ts[1:] < ts[:-1])):
-        order = np.argsort(ts, kind="stable")
-        ts = ts[order]
-        lines = [lines[i] for i in order.tolist()]
-        mds = [mds[i] for i in order.tolist()]
+    if any(b < a for a, b in zip(ts, ts[1:])):
+        order = sorted(range(n), key=ts.__getitem__)  # stable: equal times keep arrival order
+        ts = [ts[i] for i in order]
+        lines = [lines[i] for i in order]
+        mds = [mds[i] for i in order]
+        order_deltas = struct.pack(f"<{n - 1}q", *[b - a for a, b in zip(order, order[1:])])
+        first_order = order[0]
     else:
-        order = np.arange(n, dtype=np.int64)
+        order_deltas, first_order = _ones(n - 1), 0
     text = "".join(lines)
     ascii_only = text.isascii()
     if ascii_only:
         body = text.encode("ascii")
-        lengths = np.fromiter(map(len, lines), dtype=np.uint32, count=n)
+        sizes = list(map(len, lines))
     else:
         parts = [line.encode("utf-8", "surrogatepass") for line in lines]
         body = b"".join(parts)
-        lengths = np.fromiter(map(len, parts), dtype=np.uint32, count=n)
-    distinct = set(mds)
-    distinct.discard(None)
-    names: set[str] = set()
-    if distinct:
-        table = sorted(distinct)
-        slot = {md: i for i, md in enumerate(table)}
-        slot[None] = -1
-        index = np.fromiter(map(slot.__getitem__, mds), dtype=np.int32, count=n)
-        md_column = B._compress(index.tobytes() + json.dumps(
-            table, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-        for md in table:
-            names.update(B._metadata_decoder.decode(md))
-    else:
-        md_column = b""
-    ts_deltas = np.empty_like(ts)
-    ts_deltas[0] = ts[0]
-    np.subtract(ts[1:], ts[:-1], out=ts_deltas[1:])
-    order_deltas = np.diff(order.astype(np.int64))
+        sizes = list(map(len, parts))
+    metadata, names = _metadata_column(mds)
     flags = (B.FLAG_BACKSLASH if b"\\" in body else 0) | (B.FLAG_ASCII if ascii_only else 0) \
         | B.FLAG_PACK
     return PackParts(
-        min_ts=int(ts[0]), max_ts=int(ts[-1]), rows=n, bytes=len(body), flags=flags,
-        aligned=int(np.count_nonzero(ts % MINUTE_NS == 0)), md_names="\n".join(sorted(names)),
-        ts_deltas=ts_deltas.tobytes(), first_order=int(order[0]),
-        order_deltas=order_deltas.tobytes(), lengths=B._shuffled(lengths),
-        metadata=md_column, lines=B._compress(body, lines=True, pack=True))
+        min_ts=ts[0], max_ts=ts[-1], rows=n, bytes=len(body), flags=flags,
+        aligned=sum(1 for t in ts if t % MINUTE_NS == 0), md_names=names,
+        ts_deltas=struct.pack(f"<{n}q", ts[0], *[b - a for a, b in zip(ts, ts[1:])]),
+        first_order=first_order, order_deltas=order_deltas,
+        lengths=B._shuffled(np.array(sizes, dtype=np.uint32)), metadata=metadata,
+        lines=B._compress(body, lines=True, pack=True))
+
+
+_ONES: dict[int, bytes] = {}
+
+
+def _ones(n: int) -> bytes:
+    """n int64 ones: the id deltas of rows that arrived in time order."""
+    got = _ONES.get(n)
+    if got is None:
+        got = struct.pack(f"<{n}q", *([1] * n))
+        if len(_ONES) < 4096:
+            _ONES[n] = got
+    return got
+
+
+# (the one metadata text of every row, rows) -> (column, names): a stream's lines mostly
+# carry the same detected level and nothing else, so a push's packs repeat a few columns
+_SAME: dict[tuple[str, int], tuple[bytes, str]] = {}
+
+
+def _metadata_column(mds: list[str | None]) -> tuple[bytes, str]:
+    """The metadata column (codec.encode's) and the names it holds, newline-separated."""
+    first = mds[0]
+    if first is not None and mds.count(first) == len(mds):
+        got = _SAME.get((first, len(mds)))
+        if got is None:
+            got = _column(mds)
+            if len(_SAME) >= 4096:
+                _SAME.clear()
+            _SAME[(first, len(mds))] = got
+        return got
+    return _column(mds)
+
+
+def _column(mds: list[str | None]) -> tuple[bytes, str]:
+    distinct = set(mds)
+    distinct.discard(None)
+    if not distinct:
+        return b"", ""
+    table = sorted(distinct)
+    slot: dict[str | None, int] = {md: i for i, md in enumerate(table)}
+    slot[None] = -1
+    index = struct.pack(f"<{len(mds)}i", *map(slot.__getitem__, mds))
+    names: set[str] = set()
+    for md in table:
+        names.update(B._metadata_decoder.decode(md))
+    column = B._compress(index + json.dumps(table, ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"))
+    return column, "\n".join(sorted(names))
