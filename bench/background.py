@@ -19,8 +19,14 @@ def pending_rows(db: Path) -> int:
         if "blocks" in tables:  # rows whose default one-hour window closed are due
             cutoff = time.time_ns() - GRACE_NS
             due_before = cutoff - cutoff % HOUR_NS
-            return conn.execute("SELECT count(*) FROM entries WHERE ts < ?",
-                                (due_before,)).fetchone()[0]
+            pending = conn.execute("SELECT count(*) FROM entries WHERE ts < ?",
+                                   (due_before,)).fetchone()[0]
+            if conn.execute("SELECT 1 FROM schema_version WHERE version = 10").fetchone():
+                # packs, the head since issue 25 (flagged 4)
+                pending += conn.execute("SELECT coalesce(sum(rows), 0) FROM blocks "
+                                        "WHERE flags & 4 AND min_ts < ?",
+                                        (due_before,)).fetchone()[0]
+            return pending
         if "fts_state" in tables:
             hw = conn.execute("SELECT indexed_through FROM fts_state").fetchone()[0]
             return conn.execute("SELECT count(*) FROM entries WHERE id > ?",
