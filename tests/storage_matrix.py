@@ -1,12 +1,15 @@
 """The storage matrix: the states a user's data can be in when it is read, and the one
 fixture-side mechanism that puts it there.
 
-    head    every line still in the head (the sealer is off, nothing seals)
+    head    every line still in the head (the sealer is off, nothing seals), as packs: the
+            form of a stream's large pushes (storage/entries.py), so the settler turns the
+            rows small pushes leave in `entries` into a pack per stream
     sealed  every line in sealed blocks of at most 50 rows (many blocks per stream, so the
             readers' merging across blocks is exercised), the head empty
     split   the older half of the lines (by timestamp, then id) sealed, the newer half in the
-            head: the usual state of a running server, and the one where a reader must merge
-            blocks with the head
+            head (as pushed: `entries` rows for small pushes, packs for large ones): the
+            usual state of a running server, and the one where a reader must merge blocks
+            with the head
     clickhouse  `storage.backend: clickhouse` on the embedded engine (chdb): every line in
             ClickHouse, the SQLite file's head and blocks empty; and the shared state
             (delete requests, patterns, rules, Grafana's objects) in a real PostgreSQL, as
@@ -179,10 +182,39 @@ def seal_older_half(db_path: str | Path, max_id: int | None = None) -> int:
         conn.close()
 
 
+def rows_to_packs(db_path: str | Path) -> int:
+    """The head's `entries` rows as a pack per stream (same ids), in one transaction on a
+    connection of our own. Returns the rows moved."""
+    from storage.blocks import codec as blocks
+    from storage.blocks.catalog import insert_block
+
+    conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        per_stream: dict[int, list[tuple]] = {}
+        for sid, *row in conn.execute("SELECT stream_id, id, ts, line, metadata FROM entries"):
+            per_stream.setdefault(sid, []).append(tuple(row))
+        for sid, rows in per_stream.items():
+            insert_block(conn, sid, blocks.encode(rows, pack=True))
+        conn.execute("DELETE FROM entries")
+        conn.execute("COMMIT")
+        return sum(map(len, per_stream.values()))
+    finally:
+        conn.close()
+
+
 def clickhouse_store(app: Any) -> Any:
     """The app's ClickHouse log store, None when its log data is in the SQLite file."""
     store = app.state.services.querier.store
     return store if store.__class__.__name__ == "ClickHouseLogs" else None
+
+
+def _head_rows_in_entries(db_path: str | Path) -> int:
+    conn = sqlite3.connect(str(db_path), timeout=60)
+    try:
+        return conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    finally:
+        conn.close()
 
 
 class StateError(AssertionError):
@@ -243,8 +275,12 @@ class Settler:
             self.flush()
         elif self.state == "split" and head >= 2 and not sealed:
             seal_older_half(path, self.gate())
+        elif self.state == "head":
+            rows_to_packs(path)
         head, sealed = counts(path)
         check_state(self.state, head, sealed)
+        if self.state == "head" and _head_rows_in_entries(path):
+            raise StateError("storage state 'head' promised packs, found `entries` rows")
         self.settled += 1
 
 
