@@ -144,31 +144,38 @@ def encode(rows: Sequence[tuple[int, int, str, str | None]], pack: bool = False)
         body = b"".join(parts)
         lengths = np.fromiter(map(len, parts), dtype=np.uint32, count=len(parts))
     keys = np.concatenate([_deltas(ts), _deltas(ids)])
-    mds = [r[3] for r in rows]
-    names: set[str] = set()
-    if any(md is not None for md in mds):
-        # few distinct sets per stream: a dictionary of them and an index per row
-        distinct = sorted({md for md in mds if md is not None})
-        slot = {md: i for i, md in enumerate(distinct)}
-        index = np.fromiter((-1 if md is None else slot[md] for md in mds), dtype=np.int32,
-                            count=len(mds))
-        table = json.dumps(distinct, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        md_column = _compress(index.tobytes() + table)
-        for md in distinct:
-            names.update(_metadata_decoder.decode(md))
-    else:
-        md_column = b""
+    md_column, md_names = metadata_column([r[3] for r in rows])
     flags = (FLAG_BACKSLASH if b"\\" in body else 0) | (FLAG_ASCII if ascii_only else 0) \
         | (FLAG_PACK if pack else 0)
     return EncodedBlock(
         min_ts=int(ts[0]), max_ts=int(ts[-1]), rows=len(rows), bytes=len(body),
         min_id=int(ids.min()), max_id=int(ids.max()), flags=flags,
         aligned=int(np.count_nonzero(ts % MINUTE_NS == 0)),
-        md_names="\n".join(sorted(names)),
-        bloom=ADMIT_ALL_BLOOM if pack else build_bloom(body),
+        md_names=md_names, bloom=ADMIT_ALL_BLOOM if pack else build_bloom(body),
         keys=_compress(keys.tobytes()),
         lengths=_shuffled(lengths), metadata=md_column,
         lines=_compress(body, lines=True, pack=pack))
+
+
+def metadata_column(mds: Sequence[str | None]) -> tuple[bytes, str]:
+    """The metadata column of rows in block order (b"" when none has metadata: else an
+    int32 per row indexing, -1 for none, the JSON array of the distinct texts that follows),
+    and the names present, newline-separated. A stream has few distinct sets (its detected
+    levels): a dictionary of them and an index per row."""
+    distinct = set(mds)
+    distinct.discard(None)
+    if not distinct:
+        return b"", ""
+    table = sorted(distinct)
+    slot: dict[str | None, int] = {md: i for i, md in enumerate(table)}
+    slot[None] = -1
+    index = struct.pack(f"<{len(mds)}i", *map(slot.__getitem__, mds))
+    names: set[str] = set()
+    for md in table:
+        names.update(_metadata_decoder.decode(md))
+    column = _compress(index + json.dumps(table, ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"))
+    return column, "\n".join(sorted(names))
 
 
 def _deltas(values: np.ndarray) -> np.ndarray:
