@@ -1,9 +1,11 @@
 """Appending log entries to the head (writer thread) and keeping the per-minute rollups in step.
 
-The head is packs: what a push brings for a stream is one row of the `blocks` table
-(storage/blocks/codec.py FLAG_PACK), not a row per line; SQLite's work per line (an index
-entry, a row, later its delete) was about half of the server's work per pushed line (issue
-25). Rows of the `entries` table, the head before packs, are still read and sealed.
+What a push brings for a stream, from PACK_MIN_ROWS lines on, is one row of the `blocks`
+table, a pack (storage/blocks/codec.py FLAG_PACK, encoded by the preparer), not a row per
+line: SQLite's work per line (an index entry, a row, later its delete) was about half of the
+server's work per pushed line (issue 25). Fewer lines are rows of the `entries` table, where
+a pack's fixed costs would outweigh theirs. Both are the head, which the sealer merges into
+blocks.
 
 Exact duplicates (same stream, timestamp, line and metadata) are stored once: repeats within
 a push are dropped here, and a line no newer than the stream's newest stored line is first
@@ -107,15 +109,16 @@ ADD_TALLIES = (
 
 
 def newest_head_id(conn: sqlite3.Connection) -> int:
-    """The highest entry id given so far (0 when none): packs and blocks take theirs from
-    seal_state, rows of the head before packs (migration 0010) from the entries table."""
+    """The highest entry id given so far (0 when none): seal_state.max_id, which every push
+    raises past the ids it gave, or a higher `entries` row of a database from before
+    migration 0010."""
     return conn.execute("SELECT max((SELECT coalesce(max(id), 0) FROM entries), "
                         "(SELECT max_id FROM seal_state WHERE id = 1))").fetchone()[0]
 
 
 def _without_repeats(rows: list[tuple[int, int, str, str | None]]) -> list:
     """The rows without exact repeats within the push (same timestamp and content hash, the
-    head's unique key before packs), the first of each kept."""
+    unique key of `entries`), the first of each kept."""
     keys = set(zip([r[0] for r in rows], [r[1] for r in rows]))
     if len(keys) == len(rows):
         return rows
