@@ -79,6 +79,16 @@ def test_bloom_rules_out_absent_needles():
     assert B.bloom_admits(b.bloom, B.trigram_probes(b"items/1999 200"))
 
 
+def test_a_large_block_finds_its_distinct_trigrams_by_table_the_same_as_by_sort(monkeypatch):
+    from tests.helpers import synthetic_lines
+
+    body = "".join(synthetic_lines(3000)).encode() + "é✓\\".encode()
+    assert len(body) - 2 >= B.BLOOM_BITMAP_FROM  # the state: a body the table is used for
+    by_table = B.build_bloom(body)
+    monkeypatch.setattr(B, "BLOOM_BITMAP_FROM", 1 << 62)
+    assert B.build_bloom(body) == by_table
+
+
 def test_block_filter_keeps_what_it_cannot_test():
     b = B.encode(rows_of(["plain ascii text"]))
     s = Summary(1, 1, b.min_ts, b.max_ts, b.rows, b.bytes, b.flags, 0, frozenset())
