@@ -64,7 +64,7 @@ class Ingester:
         self.db = db
         self.appender = appender  # None: the SQLite file's writer
         self.limits = limits
-        self.preparer = Preparer()
+        self.preparer = Preparer(packs=appender is None)
         self.workers = workers  # None: every push is decoded and validated here
         self.window_ns = window_ns  # storage.block_window: a pack holds one window's lines
         # told of every committed push (the sealer, the pattern miner, the tail hub)

@@ -130,7 +130,9 @@ class Preparer:
     """Turns decoded streams into the rows a push stores, per the tenant's limits. It keeps
     only caches (level detectors, the metadata text of each detected level)."""
 
-    def __init__(self) -> None:
+    def __init__(self, packs: bool = True) -> None:
+        # encode large streams as packs (storage/entries.py): the SQLite file's head only
+        self.packs = packs
         # by `log_level_fields`: tenants share one detector unless their overrides differ
         self._detectors: dict[tuple[str, ...], LevelDetector] = {}
         self._level_md: dict[str, str] = {}  # detected_level value -> its metadata JSON text
@@ -288,8 +290,9 @@ class Preparer:
             if first is not None:
                 ps.first_ts, ps.last_ts = first, last
         kept = [ps for ps in by_stream.values() if ps.rows]
-        for ps in kept:
-            pack_rows(ps)
+        if self.packs:
+            for ps in kept:
+                pack_rows(ps)
         return kept, outcome
 
     def _whole_stream(self, ps: PreparedStream, entries: list, outcome: PushOutcome,
