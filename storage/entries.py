@@ -84,6 +84,8 @@ class AppendResult:
     # (stream id, oldest timestamp offered) per stream: which windows the sealer must seal
     # (a stream whose lines were all duplicates is named too: the sealer looks needlessly)
     firsts: list[tuple[int, int]] = field(default_factory=list)
+    # the stream of each pack written (the sealer counts a window's packs)
+    packed: list[int] = field(default_factory=list)
     # (stream id, canonical labels, labels, rows actually offered) per stream: for live tail
     written: list[tuple[int, dict[str, str], list[tuple[int, int, str, str | None]]]] = \
         field(default_factory=list)
@@ -229,6 +231,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
         elif inserted:
             conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, first_id - 1))
     result.duplicates = offered - result.inserted
+    result.packed = [sid for sid, _ in packs]
     insert_blocks(conn, packs)
     if next_id > first_id:
         conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1",

@@ -43,9 +43,10 @@ PROGRESS_SECONDS = 10.0
 FLUSH_WAL_WAIT_MS = 5000
 
 
-def _read_and_encode_many(conn: Any, groups: list[tuple[int, int, int]], limit: int,
+def _read_and_encode_many(conn: Any, groups: list[tuple[int, int, int, bool]], limit: int,
                           max_id: int | None = None) -> list[sealing.Prepared | None]:
-    return [sealing.read_group(conn, sid, lo, hi, limit, max_id) for sid, lo, hi in groups]
+    return [sealing.read_group(conn, sid, lo, hi, limit, max_id, packs)
+            for sid, lo, hi, packs in groups]
 
 
 @dataclass
@@ -219,7 +220,7 @@ class Sealer:
         seen = self._writes_seen
         t0 = time.perf_counter()
         found = await self.db.read(_read_and_encode_many,
-                                   [(g.stream_id, g.lo, g.hi) for g in batch],
+                                   [(g.stream_id, g.lo, g.hi, g.packs > 0) for g in batch],
                                    self.max_rows, max_id)
         items, owners, again = [], [], []
         for g, prepared in zip(batch, found):
@@ -303,8 +304,9 @@ class PendingHead:
         self.largest_open = 0
         self.rows_since = 0
         # the same for packs (a group is due at PACKS_DUE): packs of the group not due with
-        # the most, and the most packs one stream got since (one per stream and push; a
-        # count over all streams would call a look per push of thousands of streams)
+        # the most, and the most packs one stream got since (a count over all streams would
+        # call a look per push of thousands of streams; streams of small pushes, which get
+        # rows, are not kept)
         self.most_packs_open = 0
         self.packs_since: dict[int, int] = {}
         self.most_packs_since = 0
@@ -319,7 +321,7 @@ class PendingHead:
             return True
         self.rows_since += result.inserted
         since = self.packs_since
-        for sid, _ in result.firsts:
+        for sid in result.packed:
             n = since[sid] = since.get(sid, 0) + 1
             if n > self.most_packs_since:
                 self.most_packs_since = n

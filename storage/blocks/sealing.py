@@ -194,12 +194,15 @@ def group_packs(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limi
 
 
 def read_group(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit: int,
-               max_id: int | None = None) -> Prepared | None:
+               max_id: int | None = None, packs: bool = True) -> Prepared | None:
     """A block of up to `limit` head rows of one stream's window (its packs first, then
     `entries` rows), encoded (reader, outside any transaction); None if none are left.
     A pack's rows past the window's end (a push spanning windows) or past `limit` go back
-    into the head as a new pack, with their ids."""
-    rows, packs = group_packs(conn, stream_id, lo, hi, limit, max_id)
+    into the head as a new pack, with their ids. `packs` False: the group has none (a pack
+    pushed since is sealed by a later round)."""
+    # without packs when the look found none: a query per group, and 100,000 quiet streams
+    # make 100,000 groups of a few rows each
+    rows, packs = group_packs(conn, stream_id, lo, hi, limit, max_id) if packs else ([], [])
     rows.sort(key=lambda r: (r[1], r[0]))
     take = bisect_left(rows, hi, key=lambda r: r[1])
     rest = rows[min(take, limit):]
@@ -307,7 +310,8 @@ def seal_now(conn: sqlite3.Connection, groups: Sequence[Group], max_rows: int,
     try:
         for g in groups:
             while True:
-                prepared = read_group(conn, g.stream_id, g.lo, g.hi, max_rows)
+                prepared = read_group(conn, g.stream_id, g.lo, g.hi, max_rows,
+                                      packs=g.packs > 0)
                 if prepared is None:
                     break
                 if not blocks:

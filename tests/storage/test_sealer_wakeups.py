@@ -12,15 +12,18 @@ from storage.blocks.sealing import HeadScan
 MIN = 60 * 10**9
 
 
-def pushed(*firsts: tuple[int, int], inserted: int = 1) -> SimpleNamespace:
-    return SimpleNamespace(inserted=inserted, firsts=list(firsts))
+def pushed(*firsts: tuple[int, int], inserted: int = 1,
+           packed: tuple[int, ...] = ()) -> SimpleNamespace:
+    return SimpleNamespace(inserted=inserted, firsts=list(firsts), packed=list(packed))
 
 
-def known_head(now: list[int], largest_open: int = 0, next_due: int | None = None):
-    pending = PendingHead(window_ns=10 * MIN, grace_ns=MIN, max_rows=100,
-                          clock=lambda: now[0])
+def known_head(now: list[int], largest_open: int = 0, next_due: int | None = None,
+               most_packs_open: int = 0):
+    pending = PendingHead(window_ns=10 * MIN, grace_ns=MIN, max_rows=100_000,
+                          clock=lambda: now[0]) if most_packs_open else \
+        PendingHead(window_ns=10 * MIN, grace_ns=MIN, max_rows=100, clock=lambda: now[0])
     assert pending.look() is None  # nothing known yet: the first look covers the head
-    pending.looked(HeadScan([], next_due, largest_open), None, complete=True)
+    pending.looked(HeadScan([], next_due, largest_open, most_packs_open), None, complete=True)
     return pending
 
 
@@ -73,3 +76,20 @@ def test_a_late_push_during_a_whole_look_is_looked_at_after_it():
     assert pending.pushed(pushed((9, 50 * MIN))) is True  # lines for a closed window
     pending.looked(HeadScan([], 111 * MIN, 5), None, complete=True)
     assert pending.look() == [9]
+
+
+def test_packs_that_could_fill_one_streams_window_wake_a_whole_look():
+    """A window is due at PACKS_DUE packs: a push wakes the sealer once one stream may have
+    that many, not when packs spread over many streams add up to it, and never for the rows
+    of small pushes (they are not packs)."""
+    from storage.blocks.sealing import PACKS_DUE
+
+    now = [100 * MIN]
+    pending = known_head(now, next_due=200 * MIN, most_packs_open=PACKS_DUE - 3)
+    many = tuple(range(1000, 1000 + 2 * PACKS_DUE))
+    assert pending.pushed(pushed(*[(s, now[0]) for s in many], packed=many)) is False
+    assert pending.pushed(pushed((1, now[0]), packed=(1,))) is False
+    assert pending.pushed(pushed((1, now[0]))) is False  # rows, no pack
+    assert pending.pushed(pushed((1, now[0]), packed=(1,))) is False
+    assert pending.pushed(pushed((1, now[0]), packed=(1,))) is True  # 3 packs since the look
+    assert pending.look() is None
