@@ -112,12 +112,7 @@ def block_rows(conn: sqlite3.Connection, block_id: int) -> list[tuple[int, int, 
     """(id, ts, line, metadata) of every row of a block."""
     r = conn.execute("SELECT rows, flags, keys, lengths, metadata, lines FROM blocks "
                      "WHERE id = ?", (block_id,)).fetchone()
-    if r is None:
-        return []
-    ts, ids = B.decode_keys(r[2], r[0])
-    lines = B.decode_lines(r[5], B.decode_lengths(r[3]), bool(r[1] & B.FLAG_ASCII))
-    mds = B.decode_metadata(r[4], r[0])
-    return list(zip(ids, ts, lines, mds))
+    return [] if r is None else B.decode_rows(*r)
 
 
 def is_pack(conn: sqlite3.Connection, block_id: int) -> bool:

@@ -59,14 +59,11 @@ def sealed_rows(conn: sqlite3.Connection) -> list[tuple]:
     from storage.blocks import codec as blocks
 
     out = []
-    for n, flags, keys, lengths, md, lines, tenant, labels in conn.execute(
-            "SELECT b.rows, b.flags, b.keys, b.lengths, b.metadata, b.lines, s.tenant, "
-            "s.labels FROM blocks b JOIN streams s ON s.id = b.stream_id"):
-        ts, ids = blocks.decode_keys(keys, n)
-        text = blocks.decode_lines(lines, blocks.decode_lengths(lengths),
-                                   bool(flags & blocks.FLAG_ASCII))
-        mds = blocks.decode_metadata(md, n)
-        out += [(ids[i], tenant, labels, ts[i], text[i], mds[i]) for i in range(n)]
+    for tenant, labels, *columns in conn.execute(
+            "SELECT s.tenant, s.labels, b.rows, b.flags, b.keys, b.lengths, b.metadata, "
+            "b.lines FROM blocks b JOIN streams s ON s.id = b.stream_id"):
+        out += [(i, tenant, labels, ts, line, md)
+                for i, ts, line, md in blocks.decode_rows(*columns)]
     return out
 
 

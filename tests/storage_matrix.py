@@ -121,11 +121,12 @@ def is_write(path: str) -> bool:
 
 def counts(db_path: str | Path) -> tuple[int, int]:
     """(head rows, sealed rows) as one snapshot."""
+    from tests.helpers import head_rows
+
     conn = sqlite3.connect(str(db_path), timeout=60, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        head = conn.execute("SELECT count(*) FROM entries").fetchone()[0] + conn.execute(
-            "SELECT coalesce(sum(rows), 0) FROM blocks WHERE flags & 4").fetchone()[0]
+        head = head_rows(conn)
         sealed = conn.execute("SELECT coalesce(sum(rows), 0) FROM blocks "
                               "WHERE NOT flags & 4").fetchone()[0]
         conn.execute("COMMIT")

@@ -1,10 +1,10 @@
 """The sealer service: merges the head into compressed, summarised blocks in the background.
 
-A push stays one cheap insert: a pack per stream (storage/entries.py). This loop wakes when
-pushes commit (and every `interval` seconds in any case), asks the head which (stream,
-window) groups are due (see storage.blocks.sealing.scan_head) and seals each: it reads and
-encodes the group's packs (and any `entries` rows a database from before packs holds) on a
-reader thread, outside any transaction, then hands the writer one short job that inserts the
+A push stays one cheap insert: a pack per stream of many lines, a row per line for a
+stream's few (storage/entries.py). This loop wakes when pushes commit (and every `interval`
+seconds in any case), asks the head which (stream, window) groups are due (see
+storage.blocks.sealing.scan_head) and seals each: it reads and encodes the group's packs and
+`entries` rows on a reader thread, outside any transaction, then hands the writer one short job that inserts the
 block and deletes those packs and rows (small groups, the few lines of quiet streams, go
 many to a job: one commit for them all, each block's move in its own savepoint). That job is
 the only thing sealing puts on the writer, so pushes never wait behind a compression; while

@@ -283,6 +283,15 @@ _tables: dict[bytes, list] = {}
 _TABLES_KEPT = 4096
 
 
+def decode_rows(rows: int, flags: int, keys: bytes, lengths: bytes, metadata: bytes,
+                lines: bytes) -> list[tuple[int, int, str, str | None]]:
+    """(id, ts, line, metadata text or None) of every row of a block (or pack), in block
+    order, from its columns as stored."""
+    ts, ids = decode_keys(keys, rows)
+    text = decode_lines(lines, decode_lengths(lengths), bool(flags & FLAG_ASCII))
+    return list(zip(ids, ts, text, decode_metadata(metadata, rows)))
+
+
 def decode_lines(data: bytes, lengths: list[int], ascii_only: bool) -> list[str]:
     raw = _decompress(data)
     out: list[str] = []

@@ -1,8 +1,8 @@
 """Moving head rows into sealed blocks, and what the push path needs to know about blocks.
 
-The head is packs (a push's lines of one stream, a `blocks` row flagged FLAG_PACK, see
-storage/entries.py) and the rows of the `entries` table that databases from before packs
-still hold. The sealer (services/upkeep/sealer.py) calls, on a reader connection:
+The head is packs (a stream's lines of a large push, a `blocks` row flagged FLAG_PACK, see
+storage/entries.py) and rows of the `entries` table (the lines of small pushes, and what
+databases from before packs hold). The sealer (services/upkeep/sealer.py) calls, on a reader connection:
 
     scan_head(conn, now, window, grace, max_rows)     which (stream, window) groups to seal
     read_group(conn, stream, lo, hi, limit)           a block of their rows, encoded
@@ -196,9 +196,7 @@ def group_packs(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limi
             continue
         if packs and len(rows) + n > limit:
             break
-        ts, ids = B.decode_keys(keys, n)
-        text = B.decode_lines(lines, B.decode_lengths(lengths), bool(flags & B.FLAG_ASCII))
-        rows.extend(zip(ids, ts, text, B.decode_metadata(metadata, n)))
+        rows.extend(B.decode_rows(n, flags, keys, lengths, metadata, lines))
         packs.append((pid, keys))
     return rows, packs
 
@@ -220,10 +218,8 @@ def read_group(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit
     entries = head_rows(conn, stream_id, lo, hi, limit - len(rows), max_id) \
         if len(rows) < limit else []
     if not rows and not entries:
-        if not rest:
-            return None
-        # only lines past this window: they move to a pack of the window they belong to
-        return Prepared([], B.encode(rest, pack=True), packs=packs, rows=0)
+        # (a pack's oldest line is in the window, so `rest` is empty too: nothing is left)
+        return None
     prepared = prepare_block(conn, stream_id, rows + entries, limit, hi - lo)
     prepared.entry_ids = [r[0] for r in entries]
     prepared.packs = packs
@@ -263,8 +259,6 @@ def store_prepared(conn: sqlite3.Connection, stream_id: int, p: Prepared) -> int
             raise HeadChanged("a pack changed")
     if p.repack is not None:
         insert_block(conn, stream_id, p.repack)
-    if not p.rows:
-        return 0
     block_id = store_block(conn, stream_id, p.block, p.entry_ids)
     if p.replaces is not None:
         # the merged block has a new id (insert_block never repeats one), so a delete
