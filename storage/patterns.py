@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from itertools import repeat
 from typing import Iterable, Sequence
 
 from storage.blocks import codec as B
@@ -21,26 +20,31 @@ def mined_id(conn: sqlite3.Connection) -> int:
 
 def new_entries(conn: sqlite3.Connection, after: int,
                 limit: int) -> list[tuple[int, int, int, str, str | None]]:
-    """(id, stream_id, ts, line, metadata) of head entries with id > after, oldest first:
-    about `limit` of them, and every one up to the newest returned. The `entries` table's
-    rows (the head before packs) have lower ids than any pack's; a push gives each of its
-    packs a run of ids of its own, so packs in the order of their newest id hold their ids in
-    that order too."""
+    """(id, stream_id, ts, line, metadata) of head entries with id > after, in id order:
+    about `limit` of them, and every one up to the newest returned (the miner's next mark).
+    A push gives its `entries` rows and its packs ids from one sequence, each pack a run of
+    its own (a delete request's rewrite keeps a subset of it), so packs in the order of their
+    newest id hold their ids in that order too: the answer ends where the rows read or the
+    packs read end, whichever is first. (A pack the sealer put back, the rest of a block cut
+    at its limit, may hold ids of several runs, but only ids the miner had already passed:
+    the sealer seals nothing above the miner's mark.)"""
     rows = conn.execute("SELECT id, stream_id, ts, line, metadata FROM entries "
                         "WHERE id > ? ORDER BY id LIMIT ?", (after, limit)).fetchall()
-    if rows:
-        return rows
-    for sid, n, flags, keys, lengths, metadata, lines in conn.execute(
-            "SELECT stream_id, rows, flags, keys, lengths, metadata, lines FROM blocks "
-            "WHERE flags & 4 AND max_id > ? ORDER BY max_id", (after,)):
-        ts, ids = B.decode_keys(keys, n)
-        text = B.decode_lines(lines, B.decode_lengths(lengths), bool(flags & B.FLAG_ASCII))
-        rows.extend(r for r in zip(ids, repeat(sid), ts, text, B.decode_metadata(metadata, n))
-                    if r[0] > after)
-        if len(rows) >= limit:
+    upto = rows[-1][0] if len(rows) == limit else None
+    packed = 0
+    for sid, oldest, newest, *columns in conn.execute(
+            "SELECT stream_id, min_id, max_id, rows, flags, keys, lengths, metadata, lines "
+            "FROM blocks WHERE flags & 4 AND max_id > ? ORDER BY max_id", (after,)):
+        if upto is not None and oldest > upto:
+            break  # this pack's ids, and every later one's, lie past the rows read
+        rows.extend((i, sid, ts, line, md) for i, ts, line, md in B.decode_rows(*columns)
+                    if i > after)
+        packed += columns[0]
+        if packed >= limit:
+            upto = newest if upto is None else min(upto, newest)
             break
     rows.sort()
-    return rows
+    return rows if upto is None else [r for r in rows if r[0] <= upto]
 
 
 def clusters(conn: sqlite3.Connection) -> list[ClusterRow]:

@@ -122,3 +122,28 @@ def test_the_head_reads_back_after_a_restart(make_server):
         "direction": "forward"}).json()["data"]["result"]
     assert [v for s in got for v in s["values"]] == values
     assert [(r[2], r[3]) for r in stored(str(db))] == [(int(t), line) for t, line in values]
+
+
+def test_the_pattern_miner_gets_every_line_once_from_packs_and_rows_alike(tmp_path):
+    """A push of one large stream and one small one gives a pack and rows with interleaved
+    ids: mined in batches (as the miner does, its mark at the newest id of each batch),
+    every line comes once, none skipped."""
+    from storage.patterns import new_entries
+
+    conn = connect(str(tmp_path / "x.db"))
+    migrate(conn)
+    for k in range(3):
+        _push(conn, [RawStream([("app", "many")], [(T + k * 10**6 + i, f"many {k} {i}", None)
+                                                   for i in range(PACK_MIN_ROWS)]),
+                     RawStream([("app", "few")], [(T + k * 10**6 + i, f"few {k} {i}", None)
+                                                  for i in range(3)])])
+    packs = conn.execute("SELECT count(*) FROM blocks WHERE flags & 4").fetchone()[0]
+    rows = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    assert (packs, rows) == (3, 9)  # the state: both forms, ids interleaved
+    for limit in (1, 5, 40, 1000):
+        mined, mark = [], 0
+        while batch := new_entries(conn, mark, limit):
+            assert [r[0] for r in batch] == sorted(r[0] for r in batch)
+            mined += batch
+            mark = batch[-1][0]
+        assert sorted(r[0] for r in mined) == list(range(1, 3 * (PACK_MIN_ROWS + 3) + 1)), limit
