@@ -12,9 +12,14 @@ from storage.blocks.sealing import HeadScan
 MIN = 60 * 10**9
 
 
-def pushed(*firsts: tuple[int, int], inserted: int = 1,
+def pushed(*firsts: tuple[int, int], rows: int = 1,
            packed: tuple[int, ...] = ()) -> SimpleNamespace:
-    return SimpleNamespace(inserted=inserted, firsts=list(firsts), packed=list(packed))
+    """A committed push as storage.entries.AppendResult tells it: `rows` lines to each of
+    the streams (stream id, oldest timestamp) named."""
+    return SimpleNamespace(inserted=rows * len(firsts), firsts=list(firsts),
+                           packed=list(packed),
+                           written=[(sid, {}, [(first, 0, "x", None)] * rows)
+                                    for sid, first in firsts])
 
 
 def known_head(now: list[int], largest_open: int = 0, next_due: int | None = None,
@@ -61,8 +66,24 @@ def test_a_push_into_a_closed_window_wakes_a_look_at_that_stream_only():
 def test_rows_that_could_fill_the_largest_open_group_wake_a_whole_look():
     now = [100 * MIN]
     pending = known_head(now, largest_open=90, next_due=200 * MIN)
-    assert pending.pushed(pushed((1, now[0]), inserted=9)) is False
-    assert pending.pushed(pushed((2, now[0]), inserted=1)) is True
+    assert pending.pushed(pushed((1, now[0]), rows=9)) is False
+    assert pending.pushed(pushed((2, now[0]), rows=1)) is True
+    assert pending.look() is None
+
+
+def test_many_streams_of_a_few_rows_do_not_wake_a_whole_look():
+    """A group is due at max_rows: pushes of many new streams with a few lines each (a
+    Kubernetes cluster's pods) cannot fill one, however many rows they add up to; a look
+    per push or two read the whole head each time (issue 22: 100,000 new streams)."""
+    now = [100 * MIN]
+    pending = known_head(now, largest_open=50, next_due=200 * MIN)
+    for push in range(4):
+        streams = [(sid, now[0]) for sid in range(push * 500, (push + 1) * 500)]
+        assert pending.pushed(pushed(*streams, rows=10)) is False  # 20,000 rows in all
+    assert pending.look() is False
+    # the bound counts each push's fullest stream: 4 x 10 so far, 10 more reach 100
+    assert pending.pushed(pushed((7, now[0]), rows=9)) is False
+    assert pending.pushed(pushed((8, now[0]), rows=1)) is True
     assert pending.look() is None
 
 
