@@ -17,6 +17,7 @@ import logging
 import os
 import queue
 import sqlite3
+import struct
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,6 +33,10 @@ DB_FILENAME = "logstore.db"
 # size SQLite truncates it at each reset by itself (PRAGMA journal_size_limit)
 WAL_SIZE_LIMIT = 64 << 20
 BUSY_TIMEOUT_MS = 30000
+# WAL frames (pages) the writer lets wait before it copies them into the database: SQLite's
+# own automatic checkpoint, which the writer's connection has off
+CHECKPOINT_PAGES = 1000
+_U32 = struct.Struct("=I")
 
 
 def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> sqlite3.Connection:
@@ -212,6 +217,7 @@ class Database:
         # caches owned by the writer thread (stream ids...): name -> dict, emptied when a
         # transaction rolls back because they may describe rows that no longer exist
         self.writer_cache: dict[str, dict] = {}
+        self._shm: int | None = None  # the -shm file, read by _wal_frames_waiting
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> list[str]:
@@ -228,6 +234,9 @@ class Database:
                 conn.close()
             self.lock.release()
             raise
+        # the writer copies the WAL into the database after it has answered a batch, not
+        # inside the COMMIT of whichever push filled 1,000 pages (that push's reply waited)
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         self._writer_conn = conn
         self._writer = threading.Thread(target=self._write_loop, name="logstore-writer",
                                         daemon=True)
@@ -245,6 +254,9 @@ class Database:
             for conn in self._reader_conns:
                 conn.close()
             self._reader_conns.clear()
+        if self._shm is not None:
+            os.close(self._shm)
+            self._shm = None
         if self._writer_conn is not None:
             try:
                 self._writer_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -289,8 +301,36 @@ class Database:
                     self._run_batch(conn, batch)
                 if stop:
                     return
+                self._checkpoint_if_due(conn)
         finally:
             self.writer_alive = False
+
+    def _checkpoint_if_due(self, conn: sqlite3.Connection) -> None:
+        """After a batch was answered: copy the WAL's frames into the database once
+        CHECKPOINT_PAGES of them wait (PASSIVE: never waiting for a reader of an older
+        snapshot, whose frames are copied next time). The writer does it itself, between
+        batches, so that the copy completes and the next transaction starts the WAL over; a
+        checkpoint thread beside it never caught up with the pushes, and the WAL grew to
+        hundreds of megabytes. SQLite's step runs without the GIL: replies and the next
+        pushes' decoding go on meanwhile."""
+        if self._wal_frames_waiting() < CHECKPOINT_PAGES:
+            return
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            log.warning("checkpoint failed, retried after the next batch: %s", exc)
+
+    def _wal_frames_waiting(self) -> int:
+        """Frames written to the WAL and not yet copied into the database: mxFrame less
+        nBackfill of the wal-index in the -shm file (offsets 16 and 96, native byte order,
+        https://www.sqlite.org/walformat.html); SQLite offers no call for it."""
+        try:
+            if self._shm is None:
+                self._shm = os.open(self.path + "-shm", os.O_RDONLY)
+            header = os.pread(self._shm, 100, 0)
+            return _U32.unpack_from(header, 16)[0] - _U32.unpack_from(header, 96)[0]
+        except (OSError, struct.error):
+            return CHECKPOINT_PAGES  # cannot tell: copy, as SQLite itself would have by now
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Work]) -> None:
         alone = [w for w in batch if w.alone]

@@ -55,3 +55,31 @@ def test_a_flush_leaves_no_free_pages_behind(make_client, tmp_path):
     finally:
         db.close()
     assert (data / "logstore.db").stat().st_size == pages * size
+
+
+def test_the_writer_copies_the_wal_between_batches(tmp_path):
+    """The writer's COMMIT no longer checkpoints (SQLite's automatic checkpoint is off on its
+    connection, so a push's reply does not wait for the copy); the writer copies the WAL
+    after answering, once CHECKPOINT_PAGES frames wait. Without that the WAL would grow by
+    every page written: 200 commits of about 60 pages here."""
+    from storage.db import CHECKPOINT_PAGES, Database
+
+    db = Database(str(tmp_path))
+    db.open()
+    try:
+        assert db.write_sync(lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]) == 0
+        db.write_sync(lambda c: c.execute("CREATE TABLE filler (x BLOB)"))
+        for _ in range(200):
+            db.write_sync(lambda c: c.execute("INSERT INTO filler VALUES (randomblob(240000))"))
+        pages = 200 * 240_000 // 4096
+        assert pages > 10 * CHECKPOINT_PAGES  # the state: far more written than one WAL's worth
+        wal = (tmp_path / "logstore.db-wal").stat().st_size
+        assert wal <= (CHECKPOINT_PAGES + 100) * (4096 + 24) + 32
+    finally:
+        db.close()
+    conn = sqlite3.connect(tmp_path / "logstore.db")
+    try:
+        assert conn.execute("SELECT count(*), sum(length(x)) FROM filler").fetchone() == \
+            (200, 200 * 240_000)
+    finally:
+        conn.close()
