@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from services.upkeep.sealer import PendingHead
 from storage.blocks.sealing import HeadScan
 
@@ -114,3 +116,100 @@ def test_packs_that_could_fill_one_streams_window_wake_a_whole_look():
     assert pending.pushed(pushed((1, now[0]), packed=(1,))) is False
     assert pending.pushed(pushed((1, now[0]), packed=(1,))) is True  # 3 packs since the look
     assert pending.look() is None
+
+
+def test_a_look_at_late_lines_waits_for_the_pushes_to_pause():
+    """New streams whose first push spans the hour bring lines into a closed window: their
+    look waits until pushes pause for QUIET_SECONDS (a look and thousands of tiny blocks
+    between the pushes were a fifth of their time), or LATE_DEFER_SECONDS at most while
+    they keep coming; a look that is due for another reason never waits."""
+    from services.upkeep.sealer import LATE_DEFER_SECONDS, QUIET_SECONDS, LateLines
+
+    t = [1000.0]
+    late = LateLines(lambda: t[0])
+    assert late.put_off(True) is False  # no push yet: look now
+    late.pushed()
+    t[0] += QUIET_SECONDS / 10
+    assert late.put_off(True) is True
+    assert late.put_off(False) is False  # a whole look, or nothing late: never put off
+    assert late.put_off(True) is True
+    assert late.sleep(60.0) == pytest.approx(QUIET_SECONDS * 0.9)
+    t[0] += QUIET_SECONDS
+    assert late.put_off(True) is False  # the pushes paused
+    assert late.sleep(60.0) == 60.0
+    # pushes that never pause: the look comes LATE_DEFER_SECONDS after it was put off
+    t[0] = 2000.0  # (whole seconds: the steps below add up exactly)
+    late.pushed()
+    assert late.put_off(True) is True
+    first = t[0]
+    while t[0] + QUIET_SECONDS / 2 - first < LATE_DEFER_SECONDS:
+        t[0] += QUIET_SECONDS / 2
+        late.pushed()
+        assert late.put_off(True) is True
+        assert 0 < late.sleep(60.0) <= QUIET_SECONDS
+    t[0] = first + LATE_DEFER_SECONDS
+    late.pushed()
+    assert late.put_off(True) is False
+    assert late.put_off(True) is True  # and then waits again
+
+
+def test_lines_into_a_closed_window_are_sealed_once_the_pushes_pause(tmp_path):
+    """Through the sealer's loop, on a real SQLite file and writer: a push into a closed
+    window wakes the sealer, whose look waits while pushes come; once they pause, those
+    lines are sealed (the pause is on a clock of the test's)."""
+    import asyncio
+
+    from services.upkeep.sealer import QUIET_SECONDS, Sealer
+    from storage.db import Database
+    from storage.entries import PreparedStream, append
+    from tests.helpers import head_rows
+
+    async def scenario() -> tuple[int, int]:
+        db = Database(str(tmp_path))
+        db.open()
+        t = [0.0]
+        sealer = Sealer(db, window_ns=10 * MIN, grace_ns=MIN, clock=lambda: 100 * MIN)
+        sealer.late_lines.monotonic = lambda: t[0]
+        try:
+            await sealer.start()
+            await sealer.seal_due()  # the first look, at an empty head, is done
+
+            async def push(pod: str, ts: int) -> None:
+                ps = PreparedStream({"pod": pod}, f'{{pod="{pod}"}}',
+                                    rows=[(ts, 1, "a line", None)], first_ts=ts, last_ts=ts)
+                result = await db.write(lambda c: append(c, {}, "t", [ps], 10 * MIN))
+                sealer.notify("t", result)
+
+            await push("a", 50 * MIN)  # into the closed window [50, 60) min
+            await push("b", 60 * MIN)
+            await sealer.seal_due()  # a round now would seal them: the loop must not start one
+            assert await db.read(head_rows) == 0
+            await push("c", 70 * MIN)
+            await push("d", 80 * MIN)
+
+            async def until(check) -> None:
+                deadline = asyncio.get_running_loop().time() + 30
+                while not await check() and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.05)  # polling for the sealer's loop, with a deadline
+
+            async def put_off() -> bool:
+                return sealer.late_lines.since is not None
+
+            await until(put_off)  # the loop woke for the late lines and put their look off
+            assert await put_off()
+            held = await db.read(head_rows)
+            t[0] += QUIET_SECONDS  # the pushes pause
+            sealer._wake.set()
+
+            async def sealed() -> bool:
+                return await db.read(head_rows) == 0
+
+            await until(sealed)
+            return held, await db.read(head_rows)
+        finally:
+            await sealer.stop()
+            db.close()
+
+    held, left = asyncio.run(scenario())
+    assert held == 2  # the late lines waited in the head while pushes came
+    assert left == 0  # and were sealed once they paused
