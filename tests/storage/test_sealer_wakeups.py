@@ -153,14 +153,36 @@ def test_a_look_at_late_lines_waits_for_the_pushes_to_pause():
     assert late.put_off(True) is True  # and then waits again
 
 
-def test_lines_into_a_closed_window_are_sealed_once_the_pushes_pause(tmp_path):
+def test_many_late_streams_are_looked_at_a_share_at_a_time(monkeypatch):
+    """100,000 new pods with lines before the hour: one look and one round for all of them
+    raised the server's peak RSS by 15 MB; each look takes LATE_LOOK_STREAMS of them."""
+    from services.upkeep import sealer as sealer_module
+
+    monkeypatch.setattr(sealer_module, "LATE_LOOK_STREAMS", 5)
+    now = [100 * MIN]
+    pending = known_head(now, next_due=200 * MIN)
+    assert pending.pushed(pushed(*[(sid, 50 * MIN) for sid in range(12)])) is True
+    assert pending.look() == [0, 1, 2, 3, 4]
+    pending.looked(HeadScan([], None, 0), [0, 1, 2, 3, 4], complete=True)
+    assert pending.late_only() is True  # the rest is still to be looked at
+    assert pending.look() == [5, 6, 7, 8, 9]
+    assert pending.look() == [10, 11]
+    assert pending.look() is False
+
+
+@pytest.mark.parametrize("share", [100, 1], ids=["one look", "a look per stream"])
+def test_lines_into_a_closed_window_are_sealed_once_the_pushes_pause(tmp_path, monkeypatch,
+                                                                     share):
     """Through the sealer's loop, on a real SQLite file and writer: a push into a closed
     window wakes the sealer, whose look waits while pushes come; once they pause, those
     lines are sealed (the pause is on a clock of the test's)."""
     import asyncio
 
+    from services.upkeep import sealer as sealer_module
     from services.upkeep.sealer import QUIET_SECONDS, Sealer
     from storage.db import Database
+
+    monkeypatch.setattr(sealer_module, "LATE_LOOK_STREAMS", share)
     from storage.entries import PreparedStream, append
     from tests.helpers import head_rows
 
@@ -168,7 +190,9 @@ def test_lines_into_a_closed_window_are_sealed_once_the_pushes_pause(tmp_path):
         db = Database(str(tmp_path))
         db.open()
         t = [0.0]
-        sealer = Sealer(db, window_ns=10 * MIN, grace_ns=MIN, clock=lambda: 100 * MIN)
+        # no timer wake within the test: only pushes and the sealer itself wake it
+        sealer = Sealer(db, window_ns=10 * MIN, grace_ns=MIN, clock=lambda: 100 * MIN,
+                        interval=3600.0)
         sealer.late_lines.monotonic = lambda: t[0]
         try:
             await sealer.start()
@@ -182,7 +206,8 @@ def test_lines_into_a_closed_window_are_sealed_once_the_pushes_pause(tmp_path):
 
             await push("a", 50 * MIN)  # into the closed window [50, 60) min
             await push("b", 60 * MIN)
-            await sealer.seal_due()  # a round now would seal them: the loop must not start one
+            for _ in range(2):  # rounds now would seal them: the loop must not start one
+                await sealer.seal_due()
             assert await db.read(head_rows) == 0
             await push("c", 70 * MIN)
             await push("d", 80 * MIN)
