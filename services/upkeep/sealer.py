@@ -149,6 +149,8 @@ class Sealer:
                 backoff = 0.5
                 if self.pending.late:
                     self._wake.set()  # late streams beyond one look's share
+                else:
+                    self.late_lines.caught_up()
 
     async def seal_due(self, everything: bool = False) -> int:
         """Seal every group that is due (all of the head with `everything`, as /flush asks);
@@ -305,26 +307,34 @@ class Sealer:
 class LateLines:
     """When the sealer looks at the streams that got lines into closed windows: once pushes
     have paused for QUIET_SECONDS, or LATE_DEFER_SECONDS after the look was first put off
-    while they kept coming (then again, until they pause)."""
+    while they kept coming. Once begun, the looks go on, a share of the streams each,
+    until none is left, pushes or not (else 100,000 late streams would wait 30 s a share)."""
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic):
         self.monotonic = monotonic
         self.last_push = float("-inf")
         self.since: float | None = None  # when the look was first put off
+        self.going = False  # the looks began and late streams are left
 
     def pushed(self) -> None:
         self.last_push = self.monotonic()
 
+    def caught_up(self) -> None:
+        """No late stream is left: the next late lines wait again."""
+        self.since, self.going = None, False
+
     def put_off(self, late_only: bool) -> bool:
         """Whether a look that would be at late lines' streams alone (`late_only`) waits."""
-        now = self.monotonic()
-        if not late_only or now - self.last_push >= QUIET_SECONDS:
-            self.since = None
+        if not late_only:  # none left, or a look at the whole head takes them all
+            self.caught_up()
             return False
+        if self.going:
+            return False
+        now = self.monotonic()
         if self.since is None:
             self.since = now
-        if now - self.since >= LATE_DEFER_SECONDS:
-            self.since = None
+        if now - self.last_push >= QUIET_SECONDS or now - self.since >= LATE_DEFER_SECONDS:
+            self.since, self.going = None, True
             return False
         return True
 

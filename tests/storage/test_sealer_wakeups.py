@@ -128,6 +128,7 @@ def test_a_look_at_late_lines_waits_for_the_pushes_to_pause():
     t = [1000.0]
     late = LateLines(lambda: t[0])
     assert late.put_off(True) is False  # no push yet: look now
+    late.caught_up()  # the sealer looked at them all
     late.pushed()
     t[0] += QUIET_SECONDS / 10
     assert late.put_off(True) is True
@@ -137,6 +138,7 @@ def test_a_look_at_late_lines_waits_for_the_pushes_to_pause():
     t[0] += QUIET_SECONDS
     assert late.put_off(True) is False  # the pushes paused
     assert late.sleep(60.0) == 60.0
+    late.caught_up()
     # pushes that never pause: the look comes LATE_DEFER_SECONDS after it was put off
     t[0] = 2000.0  # (whole seconds: the steps below add up exactly)
     late.pushed()
@@ -150,7 +152,12 @@ def test_a_look_at_late_lines_waits_for_the_pushes_to_pause():
     t[0] = first + LATE_DEFER_SECONDS
     late.pushed()
     assert late.put_off(True) is False
-    assert late.put_off(True) is True  # and then waits again
+    # begun, the looks go on while late streams are left, pushes or not
+    late.pushed()
+    assert late.put_off(True) is False
+    late.caught_up()  # none left
+    late.pushed()
+    assert late.put_off(True) is True  # new late lines wait again
 
 
 def test_many_late_streams_are_looked_at_a_share_at_a_time(monkeypatch):
@@ -230,7 +237,18 @@ def test_lines_into_a_closed_window_are_sealed_once_the_pushes_pause(tmp_path, m
                 return await db.read(head_rows) == 0
 
             await until(sealed)
-            return held, await db.read(head_rows)
+            left = await db.read(head_rows)
+
+            async def caught_up() -> bool:
+                return not sealer.late_lines.going
+
+            await until(caught_up)  # the round that sealed them is over
+            # caught up: the next late lines wait for the pushes to pause again
+            await push("e", 70 * MIN)
+            await until(put_off)
+            assert await put_off()
+            assert await db.read(head_rows) == 1
+            return held, left
         finally:
             await sealer.stop()
             db.close()
