@@ -56,9 +56,7 @@ def pack_rows(ps: PreparedStream) -> None:
         ps.repeats += len(ps.rows) - len(rows)
         ps.rows = rows
         if ps.tallies is not None:
-            ps.tallies = {}
-            tally(ps.tallies, (r[0] for r in rows), (r[3] for r in rows),
-                  (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
+            ps.tallies = tally_rows(rows)
     ps.pack = encode_rows(rows)
 
 
@@ -75,6 +73,16 @@ def tally(tallies: dict[tuple[int, str], list[int]], timestamps: Iterable[int],
         else:
             counts[0] += 1
             counts[1] += size
+
+
+def tally_rows(rows: list[tuple[int, int, str, str | None]]
+               ) -> dict[tuple[int, str], list[int]]:
+    """The rollup totals of rows (ts, hash, line, metadata text or None), as `tally` adds
+    them up."""
+    tallies: dict[tuple[int, str], list[int]] = {}
+    tally(tallies, (r[0] for r in rows), (r[3] for r in rows),
+          (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
+    return tallies
 
 
 @dataclass
@@ -197,9 +205,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
                                      for (minute, md), (lines, size) in counted.items())
             continue
         if counted is None:
-            counted = {}
-            tally(counted, (r[0] for r in rows), (r[3] for r in rows),
-                  (len(r[2].encode("utf-8", "surrogatepass")) for r in rows))
+            counted = tally_rows(rows)
         tallies.extend((sid, minute, md, lines, size)
                        for (minute, md), (lines, size) in counted.items())
         pack = ps.pack

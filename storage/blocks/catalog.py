@@ -163,11 +163,13 @@ def _kept_for(conn: sqlite3.Connection) -> dict[int, Kept]:
         return kept
 
 
-def insert_blocks(conn: sqlite3.Connection, blocks: Sequence[tuple[int, object]]) -> None:
-    """insert_block for many (stream id, block) pairs: their ids taken in one statement, the
-    rows inserted in another (a push brings a pack per stream)."""
+def insert_blocks(conn: sqlite3.Connection, blocks: Sequence[tuple[int, object]]) -> int:
+    """Insert encoded blocks (codec.EncodedBlock), each (stream id, block), under ids no
+    block ever had, consecutive in the given order (writer, inside its transaction): the ids
+    taken in one statement, the rows inserted in another (a push brings a pack per stream).
+    Returns the last id (0 for none)."""
     if not blocks:
-        return
+        return 0
     last = conn.execute("UPDATE seal_state SET last_block_id = last_block_id + ? "
                         "WHERE id = 1 RETURNING last_block_id", (len(blocks),)).fetchone()[0]
     conn.executemany(
@@ -177,17 +179,9 @@ def insert_blocks(conn: sqlite3.Connection, blocks: Sequence[tuple[int, object]]
         [(block_id, sid, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
           b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)
          for block_id, (sid, b) in enumerate(blocks, last - len(blocks) + 1)])
+    return last
 
 
 def insert_block(conn: sqlite3.Connection, stream_id: int, b) -> int:
-    """Insert an encoded block (codec.EncodedBlock) under an id no block ever had (writer,
-    inside its transaction); returns the id."""
-    block_id = conn.execute("UPDATE seal_state SET last_block_id = last_block_id + 1 "
-                            "WHERE id = 1 RETURNING last_block_id").fetchone()[0]
-    conn.execute(
-        "INSERT INTO blocks (id, stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, "
-        "flags, aligned, md_names, bloom, keys, lengths, metadata, lines) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (block_id, stream_id, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id,
-         b.flags, b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines))
-    return block_id
+    """insert_blocks for one block; returns its id."""
+    return insert_blocks(conn, [(stream_id, b)])

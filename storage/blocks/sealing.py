@@ -350,10 +350,6 @@ def make_reclaimable(conn: sqlite3.Connection) -> bool:
 
 # -- what the push path and the status pages need ---------------------------------------------
 
-def sealed_max_id(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT max_id FROM seal_state WHERE id = 1").fetchone()[0]
-
-
 def sealed_horizons(conn: sqlite3.Connection, stream_ids: Sequence[int]) -> dict[int, int]:
     """Stream id -> the newest timestamp its packs and blocks hold, for the streams that
     have any: one index probe per stream (a GROUP BY over `IN (...)` read every block of the
