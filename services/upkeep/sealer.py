@@ -4,12 +4,12 @@ A push stays one cheap insert: a pack per stream of many lines, a row per line f
 stream's few (storage/entries.py). This loop wakes when pushes commit (and every `interval`
 seconds in any case), asks the head which (stream, window) groups are due (see
 storage.blocks.sealing.scan_head) and seals each: it reads and encodes the group's packs and
-`entries` rows on a reader thread, outside any transaction, then hands the writer one short job that inserts the
-block and deletes those packs and rows (small groups, the few lines of quiet streams, go
-many to a job: one commit for them all, each block's move in its own savepoint). That job is
-the only thing sealing puts on the writer, so pushes never wait behind a compression; while
-pushes keep arriving the loop pauses between jobs for as long as the job's reading and
-encoding took, so sealing takes at most about half of a busy machine.
+`entries` rows on a reader thread, outside any transaction, then hands the writer one short
+job that inserts the block and deletes those packs and rows (small groups, the few lines of
+quiet streams, go many to a job: one commit for them all, each block's move in its own
+savepoint). That job is the only thing sealing puts on the writer, so pushes never wait
+behind a compression; while pushes keep arriving the loop pauses between jobs for as long as
+the job's reading and encoding took, so sealing takes at most about half of a busy machine.
 
 Crash safety comes from the writer job being atomic: at every commit each acknowledged line
 is in the head or in one block, never both. A restart simply finds the due groups again.

@@ -2,7 +2,8 @@
 
 The head is packs (a stream's lines of a large push, a `blocks` row flagged FLAG_PACK, see
 storage/entries.py) and rows of the `entries` table (the lines of small pushes, and what
-databases from before packs hold). The sealer (services/upkeep/sealer.py) calls, on a reader connection:
+databases from before packs hold). The sealer (services/upkeep/sealer.py) calls, on a
+reader connection:
 
     scan_head(conn, now, window, grace, max_rows)     which (stream, window) groups to seal
     read_group(conn, stream, lo, hi, limit)           a block of their rows, encoded
