@@ -182,7 +182,7 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
             more = sealed.rows(w_lo, w_hi, only_stream)
             if more:
                 rows += more
-                rows.sort(key=_ts_id, reverse=backward)
+                sort_rows(rows, backward)
         progress.done(w_lo, w_hi)
         fetched = len(rows)
         if fetched:
@@ -217,7 +217,7 @@ class _HeldRows:
     __slots__ = ("rows", "stamps")
 
     def __init__(self, rows: list[Row]):
-        rows.sort(key=_ts_id)
+        sort_rows(rows)
         self.rows = rows
         self.stamps = [r[2] for r in rows]
 
@@ -307,6 +307,15 @@ def _cut(conn: sqlite3.Connection, sql: str, ids: str, cond_params: Sequence, ro
 # (ts, id) of a row, as a C-level key: a Python function per row was a quarter of sorting
 # a window's 16,000 rows
 _ts_id = itemgetter(2, 0)
+_ts = itemgetter(2)
+
+
+def sort_rows(rows: list[Row], backward: bool = False) -> None:
+    """Rows in (ts, id) order (reversed when `backward`). When no two rows share a
+    timestamp, the timestamp alone is that order, and integer keys sort without a tuple per
+    row: 17,640 rows of six blocks, 1.8 ms against 3.0 with the check."""
+    stamps = list(map(_ts, rows))
+    rows.sort(key=_ts if len(set(stamps)) == len(stamps) else _ts_id, reverse=backward)
 
 
 def scan_by_stream(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,

@@ -18,6 +18,7 @@ pipeline runs on them here; evaluation stops as soon as `limit` entries are kept
 from __future__ import annotations
 
 import time
+from operator import itemgetter
 from typing import Any, Callable, Iterator
 
 import msgspec
@@ -34,6 +35,7 @@ INTERVAL_SPLIT_NS = 3600 * 10**9  # Loki thins `interval` per 1 h query split (o
 INSTANT_LOOKBACK_NS = 30 * 10**9   # range of a log query sent to the instant endpoint
 
 _decode_md = msgspec.json.Decoder(dict[str, str]).decode
+_SID, _MD = itemgetter(1), itemgetter(4)  # of a storage row (id, stream id, ts, line, md)
 
 
 class _FixedLabels:
@@ -110,15 +112,11 @@ class _Feed:
             gate = None
         gated: dict[tuple[int, str | None], bool] = {}
         for rows in self.batches(backward, ordered, limited):
+            if gate is not None:
+                # the gate alone first, without the labels a pipeline resets per line: most
+                # lines of `| json | status >= 500` are dropped right here
+                rows = self._gate(rows, gate, gated, md_cache)
             for _id, sid, ts, line, md in rows:
-                if gate is not None:
-                    # the gate alone first, without the labels a pipeline resets per line:
-                    # most lines of `| json | status >= 500` are dropped right here
-                    free = gated.get((sid, md))
-                    if free is None:
-                        free = self._gate_free(gated, md_cache, gate.name, sid, md)
-                    if free and not gate.decides(line):
-                        continue
                 sp = pipes.get(sid)
                 if sp is None:
                     sp = pipes[sid] = plan.pipeline.for_stream(self.labels[sid])
@@ -131,6 +129,26 @@ class _Feed:
                 if out is not None:
                     stats.post_filter_lines += 1
                     yield ts, out[0], out[1]
+
+    def _gate(self, rows: list, gate: JsonNumberGate, gated: dict, md_cache: dict) -> list:
+        """The rows of a batch that the gate does not drop. Lines of a (stream, metadata)
+        with a label of the gate's name are not the gate's to judge; when the batch has none
+        (nearly always), its lines are judged in one comprehension, not a loop iteration
+        each (17,640 lines: 1.0 us a line against 1.3)."""
+        decides, name, labels = gate.decides, gate.name, self.labels
+        mds = set(map(_MD, rows))
+        mds.discard(None)
+        if not any(name in labels[sid] for sid in set(map(_SID, rows))) and not any(
+                name in (md_cache.get(md) or _metadata(md_cache, md)) for md in mds):
+            return [r for r in rows if decides(r[3])]
+        kept = []
+        for r in rows:
+            free = gated.get((r[1], r[4]))
+            if free is None:
+                free = self._gate_free(gated, md_cache, name, r[1], r[4])
+            if not free or decides(r[3]):
+                kept.append(r)
+        return kept
 
     def _gate_free(self, gated: dict, md_cache: dict, name: str, sid: int,
                    md: str | None) -> bool:

@@ -176,9 +176,11 @@ class JsonNumberGate:
         self.name = name
         self.filter = numeric_filter
         # decodes the whole line (so a line that is not JSON is told apart) but builds only
-        # the one value: a dict of every key was half of the gate's time
+        # the one value, as a number or a string (any other type fails to decode, and the
+        # line goes on): a dict of every key was half of the gate's time
         self._decode = msgspec.json.Decoder(msgspec.defstruct(
-            "GatedValue", [("value", msgspec.Raw, _ABSENT)], rename={"value": name})).decode
+            "GatedValue", [("value", int | float | str | None, None)],
+            rename={"value": name})).decode
 
     @staticmethod
     def applies(name: str) -> bool:
@@ -202,14 +204,8 @@ class JsonNumberGate:
                         and line.count("[") + line.count("{") > _GATE_NESTING):
             return True
         try:
-            raw = self._decode(line).value
-        except (msgspec.DecodeError, RecursionError):
-            return True
-        if raw is _ABSENT:
-            return True
-        try:
-            value = _fast_decode(raw)
-        except msgspec.DecodeError:  # a number past float's range
+            value = self._decode(line).value
+        except (msgspec.DecodeError, RecursionError):  # also another type, or past float's range
             return True
         kind = type(value)
         if kind is int:
@@ -235,12 +231,10 @@ class JsonNumberGate:
 
 _GATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _EXACT_INT = 2**53  # a float holds every integer up to here exactly
-_ABSENT = msgspec.Raw(b"")
 # brackets past which a line is left to `| json`: its decoder stops at the interpreter's
 # guard (a JSONParserErr, and the filter keeps the line) at a depth that depends on where it
 # is called from, so the gate does not judge lines anywhere near it
 _GATE_NESTING = 256
-_fast_decode = msgspec.json.Decoder().decode
 
 
 _PATH_TOKEN = re.compile(r'\.?([A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:(\d+)|"((?:[^"\\]|\\.)*)")\s*\]')

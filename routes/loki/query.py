@@ -102,7 +102,7 @@ async def _evaluate(ctx: Ctx, request: Request, expr: Any, *, start: int, end: i
     categorize = _categorize(request)
     result_type, result, stats = await run_query(
         ctx, request, expr, start=start, end=end, limit=limit, backward=backward,
-        interval=interval, step=step, instant=instant, categorize=categorize)
+        interval=interval, step=step, instant=instant, categorize=categorize, encoded=True)
     data: dict[str, Any] = {"resultType": result_type}
     if categorize and result_type == "streams":
         data["encodingFlags"] = [CATEGORIZE]
@@ -113,12 +113,13 @@ async def _evaluate(ctx: Ctx, request: Request, expr: Any, *, start: int, end: i
 
 async def run_query(ctx: Ctx, request: Request, expr: Any, *, start: int, end: int,
                     limit: int, backward: bool, interval: int, step: int, instant: bool,
-                    categorize: bool) -> tuple[str, Any, QueryStats]:
-    """(resultType, result, stats) of a parsed query, from the query service."""
+                    categorize: bool, encoded: bool = False) -> tuple[str, Any, QueryStats]:
+    """(resultType, result, stats) of a parsed query, from the query service (`encoded`: a
+    log result may be its JSON text, msgspec.Raw, when the caller only encodes it)."""
     out = await ctx.querier.query(
         ctx.read_scope(request), expr, start=start, end=end, limit=limit, backward=backward,
         interval=interval, step=step, instant=instant, categorize=categorize,
-        queue_time=_queue_header(request))
+        queue_time=_queue_header(request), encoded=encoded)
     return out.result_type, out.result, out.stats
 
 

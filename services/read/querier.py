@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence, TypeVar
 
+import msgspec
+
 from logql.errors import QueryError
 from logql.gocompat.format import go_duration_str, prom_duration_str
 from logql.syntax import ast as A
@@ -180,8 +182,11 @@ class Querier:
 
     async def query(self, tenant: Scope, expr: Any, *, start: int, end: int, limit: int,
                     backward: bool, interval: int = 0, step: int = 0, instant: bool = False,
-                    categorize: bool = False, queue_time: float = 0.0) -> QueryResult:
-        """A parsed log or metric query over [start, end] (a metric instant query at `end`)."""
+                    categorize: bool = False, queue_time: float = 0.0,
+                    encoded: bool = False) -> QueryResult:
+        """A parsed log or metric query over [start, end] (a metric instant query at `end`).
+        `encoded`: a log result may come as its JSON text (`msgspec.Raw`), for a caller that
+        only encodes it into its answer."""
         limits = self.limits.of(tenant)
         check_interval_limit(expr, limits.max_query_range)
         stats = QueryStats(queue_time=queue_time)
@@ -190,7 +195,7 @@ class Querier:
             return await self._pooled(tenant, expr, limits, stats, submitted, start=start,
                                       end=end, limit=limit, backward=backward,
                                       interval=interval, step=step, instant=instant,
-                                      categorize=categorize)
+                                      categorize=categorize, encoded=encoded)
 
         def run(reader: Reading) -> QueryResult:
             stats.queue_time += time.monotonic() - submitted
@@ -208,7 +213,7 @@ class Querier:
     async def _pooled(self, tenant: Scope, expr: Any, limits: Any, stats: QueryStats,
                       submitted: float, *, start: int, end: int, limit: int, backward: bool,
                       interval: int, step: int, instant: bool,
-                      categorize: bool) -> QueryResult:
+                      categorize: bool, encoded: bool) -> QueryResult:
         """`query` evaluated by the worker processes, under the same gate as a reader
         thread's read (the worker is told when the caller goes away)."""
         assert self.pool is not None
@@ -219,10 +224,11 @@ class Querier:
             with self._running():
                 if steps is None:
                     result, done = await self.pool.log_query(LogJob(
-                        tenant, expr, start, end, limit, backward, interval, categorize),
-                        vis, began)
+                        tenant, expr, start, end, limit, backward, interval, categorize,
+                        encoded), vis, began)
                     done.queue_time = queue_time
-                    return QueryResult("streams", result, done)
+                    return QueryResult("streams", msgspec.Raw(result) if encoded else result,
+                                       done)
                 value, done = await self.pool.steps(
                     StepsJob(tenant, expr, steps, step if not instant else 0), vis, began)
             done.queue_time = queue_time

@@ -41,6 +41,7 @@ from services.read.readers import Reading, Scope, Visibility, reader_for
 from services.runtime import memory
 from storage.db import connect
 
+_encode_json = msgspec.json.Encoder().encode
 HEADER = struct.Struct("<IQ")  # payload length, job id
 READY_ID = 0  # the frame a worker sends once it can take jobs (jobs are numbered from 1)
 OPEN_FILES = 4  # databases a worker keeps connections to (one in a server; tests have many)
@@ -59,6 +60,10 @@ class LogJob:
     backward: bool
     interval: int
     categorize: bool
+    # the result as its JSON text (bytes), for a caller that only sends it on: encoding it
+    # here costs less than pickling it here and unpickling it in the server (1,000 streams of
+    # `| json` labels: 0.8 ms against 1.7 + 1.7), and the server then encodes nothing
+    encoded: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,10 +105,11 @@ class PrepareJob:
 def run(reader: Reading, job: LogJob | StepsJob, stats: QueryStats) -> Any:
     """The job's value: a log query's JSON result, or a metric query's step values."""
     if isinstance(job, LogJob):
-        return evaluate_log_query(reader, job.tenant, job.expr, job.start, job.end,
-                                  limit=job.limit, backward=job.backward,
-                                  interval_ns=job.interval, categorize=job.categorize,
-                                  stats=stats)
+        result = evaluate_log_query(reader, job.tenant, job.expr, job.start, job.end,
+                                    limit=job.limit, backward=job.backward,
+                                    interval_ns=job.interval, categorize=job.categorize,
+                                    stats=stats)
+        return _encode_json(result) if job.encoded else result
     return evaluate_steps(reader, job.tenant, job.expr, job.steps, job.step_ns, stats)
 
 
