@@ -44,6 +44,9 @@ def _queries(now: int) -> list[tuple[str, dict, dict]]:
         ("query_range", {"query": '{env="prod"} |= "n=4"', "limit": "50", **span}, TENANT),
         ("query_range", {"query": '{app="api"} | logfmt | level="warn"', "limit": "20",
                          "direction": "forward", **span}, TENANT),
+        # a log result comes from a worker as its JSON text, categorized too
+        ("query_range", {"query": '{app="web"} | logfmt | n > 490', "limit": "5", **span},
+         {**TENANT, "X-Loki-Response-Encoding-Flags": "categorize-labels"}),
         ("query_range", {"query": 'sum by (level) (count_over_time({env="prod"} | logfmt [5m]))',
                          "step": "60", **span}, TENANT),
         ("query_range", {"query": 'quantile_over_time(0.9, {env="prod"} | logfmt '
@@ -89,7 +92,7 @@ def test_workers_answer_as_the_reader_threads_do(make_server, tmp_path):
     got = _answers(workers.url, now)
     # every range query of 30 steps or more was split over both workers
     assert _metric(workers.url, "logstore_query_workers_started_total") == 2
-    assert [status for status, _ in got] == [200] * 8 + [400]
+    assert [status for status, _ in got] == [200] * 9 + [400]
     assert "maximum number of series (40) reached" in got[-1][1]
     assert all(body["data"]["result"] for _, body in got[:-1]), got
     for (query, *_), want, have in zip(_queries(now), expected, got):
