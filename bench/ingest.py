@@ -94,12 +94,14 @@ def stored_bytes(data_dir: Path, backend: str) -> int:
     return size
 
 
-def start_server(data_dir: Path, port: int, extra: str = "") -> subprocess.Popen:
+def start_server(data_dir: Path, port: int, extra: str = "",
+                 cwd: Path = ROOT) -> subprocess.Popen:
+    """`logstore serve` of the checkout `cwd` (bench/ab.py runs two), once it is ready."""
     cfg = data_dir.parent / "bench-config.yaml"
     cfg.write_text(f"common:\n  path_prefix: {data_dir}\nserver:\n  log_level: warn\n{extra}")
     log = open(data_dir.parent / "server.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--config", str(cfg),
-                             "--port", str(port)], cwd=ROOT, start_new_session=True,
+                             "--port", str(port)], cwd=cwd, start_new_session=True,
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
