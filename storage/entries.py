@@ -22,6 +22,7 @@ from logql.model import MINUTE_NS
 from storage.blocks import codec as B, sealing
 from storage.blocks.catalog import insert_blocks
 from storage.blocks.packs import PackParts, encode_rows
+from storage.inserts import insert_rows
 from storage.streams import extend_stream_ranges, stream_ids_for
 
 DEFAULT_WINDOW_NS = 3600 * 10**9  # storage.block_window's default
@@ -101,8 +102,7 @@ class AppendResult:
 
 # A stream's lines of a push become a pack from this many on; fewer become `entries` rows.
 PACK_MIN_ROWS = 32
-INSERT_ENTRY = ("INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata) "
-                "VALUES (?, ?, ?, ?, ?, ?)")
+INSERT_ENTRIES = "INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata)"
 # The `entries` rows this append inserted (ids above the previous maximum), each folded into
 # its rollup by SQLite itself, when a repeat was left out and the tallies no longer hold.
 ROLLUP_NEW_ROWS = (
@@ -224,7 +224,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     if entry_rows:
         offered_rows = next_id - first_id - sum(b.rows for _, b in packs)
         before = conn.total_changes
-        conn.executemany(INSERT_ENTRY, chain.from_iterable(entry_rows))
+        insert_rows(conn, INSERT_ENTRIES, 6, chain.from_iterable(entry_rows))
         inserted = conn.total_changes - before
         result.inserted += inserted
         # tallies only when every row went in (the table's unique key leaves repeats out) and

@@ -85,3 +85,34 @@ def test_tallied_rollups_are_what_the_stored_rows_count(tmp_path):
     assert (result.inserted, result.duplicates) == (1, 5)
     assert conn.execute(ROLLUPS).fetchall() == _recount(conn)
     assert conn.execute("SELECT sum(lines) FROM rollups").fetchone()[0] == 2 * 120 + 1 + 6
+
+
+def test_many_few_line_streams_go_in_as_statements_of_many_rows(tmp_path):
+    """A push of many streams of a few lines each: `entries` rows, inserted 100 to a
+    statement (storage/inserts.py) with the rest after them. Every row goes in once, in
+    arrival order, and a repeat of a stored line in the middle of the push is left out and
+    not counted."""
+    conn = connect(str(tmp_path / "x.db"))
+    migrate(conn)
+    preparer, cache = Preparer(), {}
+    lim = LimitsConfig(reject_old_samples=False)
+
+    def streams(lines: int) -> list[RawStream]:
+        return [RawStream([("pod", f"p{s}")], [(BASE + (s * 7 + i) * NS, f"pod {s} line {i}",
+                                                None) for i in range(lines)])
+                for s in range(70)]
+
+    prepared, _ = preparer.prepare(streams(3), time.time_ns(), lim)
+    assert sum(len(ps.rows) for ps in prepared) == 210  # two statements of 100, then 10
+    assert _push(conn, cache, prepared).inserted == 210
+    stored_rows = conn.execute("SELECT line FROM entries ORDER BY id").fetchall()
+    assert [line for (line,) in stored_rows] == [
+        f"pod {s} line {i}" for s in range(70) for i in range(3)]
+    assert conn.execute(ROLLUPS).fetchall() == _recount(conn)
+    # the same streams again with a fourth line each: the first three repeat stored lines
+    prepared, _ = preparer.prepare(streams(4), time.time_ns(), lim)
+    result = _push(conn, cache, prepared)
+    assert (result.inserted, result.duplicates) == (70, 210)
+    assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == 280
+    assert conn.execute(ROLLUPS).fetchall() == _recount(conn)
+    assert conn.execute("SELECT sum(lines) FROM rollups").fetchone()[0] == 280
