@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterable, Protocol
+from typing import Iterable, Protocol, Sequence
 
 
 class Matcher(Protocol):
@@ -46,11 +46,17 @@ def escape_value(value: str) -> str:
 
 def canonical_labels(labels: dict[str, str]) -> str:
     """`{a="1", b="2"}`: sorted by name; the identity of a stream."""
-    if _NEEDS_ESCAPE.search("".join(labels.values())) is None:
+    return canonical_pairs(sorted(labels.items()))
+
+
+def canonical_pairs(pairs: Sequence[tuple[str, str]]) -> str:
+    """canonical_labels of (name, value) pairs already sorted by name (a result's grouping
+    key), with no dict built and sorted again."""
+    if _NEEDS_ESCAPE.search("".join([v for _, v in pairs])) is None:
         # nearly always: one scan of all the values, not one per value (15 labels: 2.8 us
         # against 4.5)
-        return "{" + ", ".join([f'{k}="{labels[k]}"' for k in sorted(labels)]) + "}"
-    return "{" + ", ".join([f'{k}="{escape_value(labels[k])}"' for k in sorted(labels)]) + "}"
+        return "{" + ", ".join([f'{k}="{v}"' for k, v in pairs]) + "}"
+    return "{" + ", ".join([f'{k}="{escape_value(v)}"' for k, v in pairs]) + "}"
 
 
 _UNESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}

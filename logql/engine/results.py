@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from logql.model import canonical_labels
+from logql.model import canonical_pairs
 
 
 @dataclass
@@ -110,15 +110,16 @@ def categorized_labels(builder: Any) -> tuple[dict[str, str], dict[str, dict[str
 
 
 def streams_result(entries: list[tuple[tuple, int, str]]) -> list[dict]:
-    """Kept entries `(label_key, ts, line)` (already in direction order) grouped into result
-    streams sorted by their label string (logql.md §6 steps 7-8)."""
+    """Kept entries `(label_key, ts, line)` (already in direction order; the key is the
+    entry's labels as pairs sorted by name) grouped into result streams sorted by their label
+    string (logql.md §6 steps 7-8)."""
     groups: dict[tuple, list[list[str]]] = {}
     for key, ts, line in entries:
         values = groups.get(key)
         if values is None:
             values = groups[key] = []
         values.append([str(ts), line])
-    out = [(canonical_labels(dict(key)), key, values) for key, values in groups.items()]
+    out = [(canonical_pairs(key), key, values) for key, values in groups.items()]
     out.sort(key=lambda item: item[0])
     return [{"stream": dict(key), "values": values} for _, key, values in out]
 
@@ -129,6 +130,6 @@ def categorized_result(entries: list[tuple[tuple, int, str, dict]]) -> list[dict
     groups: dict[tuple, list[list]] = {}
     for key, ts, line, extra in entries:
         groups.setdefault(key, []).append([str(ts), line, extra])
-    out = [(canonical_labels(dict(key)), key, values) for key, values in groups.items()]
+    out = [(canonical_pairs(key), key, values) for key, values in groups.items()]
     out.sort(key=lambda item: item[0])
     return [{"stream": dict(key), "values": values} for _, key, values in out]
