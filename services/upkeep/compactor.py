@@ -63,12 +63,16 @@ class RetentionPolicy:
                 return period
         return default
 
-    def cutoff_of(self, tenant: str, labels: dict[str, str]) -> int | None:
-        """The oldest visible timestamp of a tenant's stream with these labels (None: all)."""
+    def cutoff_of(self, tenant: str, labels: dict[str, str],
+                  now: int | None = None) -> int | None:
+        """The oldest visible timestamp of a tenant's stream with these labels (None: all),
+        at `now` (default: the clock's)."""
         if not self.enabled:
             return None
         period = self.period_of(tenant, labels)
-        return self.clock() - period if period > 0 else None
+        if period <= 0:
+            return None
+        return (self.clock() if now is None else now) - period
 
     @property
     def active(self) -> bool:
@@ -167,7 +171,8 @@ class Compactor:
 
     async def _run_once_elsewhere(self) -> int:
         """The sweep over ClickHouse: the same requests and cutoffs, removed there (no
-        rollups or blocks to keep whole: the cutoff is exact)."""
+        rollups or blocks to keep whole: the cutoff is exact). The streams that share a
+        tenant and a cutoff (one clock reading for the sweep) are removed from together."""
         async with self._lock:
             started = time.perf_counter()
             removal = self.removal
@@ -177,16 +182,22 @@ class Compactor:
             if self.deletions is not None:
                 removed += await self.deletions.process_due(streams, removal)
                 emptied, self.deletions.touched = self.deletions.touched, set()
+            now = self.policy.clock()
+            expiring: dict[tuple[str, int], list[int]] = {}
             for sid, info in streams.items():
-                visible = self.policy.cutoff_of(info.tenant, info.labels)
+                visible = self.policy.cutoff_of(info.tenant, info.labels, now)
                 if visible is None or info.first_ts >= visible - self.delay:
                     continue
-                removed += await asyncio.to_thread(removal.expire, info.tenant, sid,
-                                                   visible - self.delay)
-                emptied.add(sid)
-            for sid in emptied:
-                if await asyncio.to_thread(removal.drop_if_empty, streams[sid].tenant, sid):
-                    self.streams_removed += 1
+                expiring.setdefault((info.tenant, visible - self.delay), []).append(sid)
+            for (tenant, cut), sids in expiring.items():
+                removed += await asyncio.to_thread(removal.expire, tenant, sids, cut)
+                emptied.update(sids)
+            by_tenant: dict[str, list[int]] = {}
+            for sid in sorted(emptied):
+                by_tenant.setdefault(streams[sid].tenant, []).append(sid)
+            for tenant, sids in by_tenant.items():
+                dropped = await asyncio.to_thread(removal.drop_empty, tenant, sids)
+                self.streams_removed += len(dropped)
             self.sweeps += 1
             self.lines_removed += removed
             self.last_duration = time.perf_counter() - started

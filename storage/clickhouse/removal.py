@@ -2,8 +2,12 @@
 (services/upkeep/compactor.py, services/upkeep/deletes.py), as lightweight DELETEs.
 
 A delete request's lines are picked in Python (its LogQL filter is logstore's own
-pipeline) and removed by `seq`; retention removes everything of a stream older than its
-cutoff. A stream left with no line goes with its postings, as on SQLite.
+pipeline) and removed by `seq`; retention removes everything older than the cutoff of the
+streams that share it (a tenant's streams under one retention period), up to EXPIRE_STREAMS
+streams to a statement: each DELETE is a mutation ClickHouse applies to every part it
+touches, and a statement per stream made a sweep over 5,000 pods 10,000 mutations (the
+DELETE, and the streams row replaced). A stream left with no line goes with its postings,
+as on SQLite, the emptied streams of a tenant together.
 
 Every DELETE of entries is followed by the negative totals of the lines it removed, per
 minute and metadata, inserted into the rollups (their SummingMergeTree adds them up), so
@@ -22,6 +26,9 @@ from storage.retention import StreamInfo
 
 # seqs per DELETE statement
 DELETE_BATCH = 5000
+# streams per retention DELETE: their ids travel as a parameter, in the URL of a server's
+# HTTP request (about 7 KB)
+EXPIRE_STREAMS = 1000
 
 
 class ClickHouseRemoval:
@@ -52,52 +59,67 @@ class ClickHouseRemoval:
             {"t": tenant, "sid": sid, "s": start, "e": end})
         gone = [r for r in rows if pick(r[2])]
         for i in range(0, len(gone), DELETE_BATCH):
-            self._delete(tenant, sid, "seq IN {seqs:Array(UInt64)}",
+            self._delete(tenant, [sid], "seq IN {seqs:Array(UInt64)}",
                          {"seqs": [r[0] for r in gone[i:i + DELETE_BATCH]]})
         return [(ts, line, size) for _, ts, line, size in gone]
 
-    def expire(self, tenant: str, sid: int, cut: int) -> int:
-        """Delete the stream's lines older than `cut`; how many went. The stream's range
-        starts at the cut afterwards (the label APIs bound a stream by it)."""
-        n = self._delete(tenant, sid, "ts < {cut:Int64}", {"cut": cut})
-        rows = self.client.query(
-            f"SELECT any(labels), max(last_ts) FROM {self.db}.streams "
-            "WHERE id = {sid:UInt64} GROUP BY id", {"sid": sid})
-        if rows and rows[0][1] >= cut:
-            # min() over the rows cannot rise: the stream's rows are replaced by one
-            self.client.command(
-                f"DELETE FROM {self._table('streams')} WHERE id = {{sid:UInt64}}", {"sid": sid})
-            self.client.insert(f"{self.db}.streams",
-                               ("tenant", "id", "labels", "first_ts", "last_ts"),
-                               [(tenant, sid, rows[0][0], cut, rows[0][1])])
-        return n
+    def expire(self, tenant: str, sids: list[int], cut: int) -> int:
+        """Delete the lines older than `cut` of the tenant's streams `sids`; how many went.
+        Each stream's range starts at the cut afterwards (the label APIs bound a stream by
+        it)."""
+        removed = 0
+        for i in range(0, len(sids), EXPIRE_STREAMS):
+            part = sids[i:i + EXPIRE_STREAMS]
+            removed += self._delete(tenant, part, "ts < {cut:Int64}", {"cut": cut})
+            kept = [(tenant, sid, labels, cut, last) for sid, labels, last in self.client.query(
+                f"SELECT id, any(labels), max(last_ts) FROM {self.db}.streams "
+                "WHERE id IN {sids:Array(UInt64)} GROUP BY id", {"sids": part})
+                if last >= cut]
+            if kept:
+                # min() over a stream's rows cannot rise: its rows are replaced by one
+                self.client.command(f"DELETE FROM {self._table('streams')} "
+                                    "WHERE id IN {sids:Array(UInt64)}",
+                                    {"sids": [row[1] for row in kept]})
+                self.client.insert(f"{self.db}.streams",
+                                   ("tenant", "id", "labels", "first_ts", "last_ts"), kept)
+        return removed
 
-    def _delete(self, tenant: str, sid: int, condition: str, params: dict[str, Any]) -> int:
-        """Delete the stream's entries meeting `condition` and take them out of the rollups;
-        how many lines went."""
-        where = f"tenant = {{t:String}} AND stream_id = {{sid:UInt64}} AND {condition}"
-        params = {**params, "t": tenant, "sid": sid}
+    def _delete(self, tenant: str, sids: list[int], condition: str,
+                params: dict[str, Any]) -> int:
+        """Delete the entries of the tenant's streams `sids` meeting `condition` and take
+        them out of the rollups; how many lines went."""
+        where = f"tenant = {{t:String}} AND stream_id IN {{sids:Array(UInt64)}} AND {condition}"
+        params = {**params, "t": tenant, "sids": sids}
         minutes = self.client.query(
-            f"SELECT ts - positiveModulo(ts, {MINUTE_NS}) AS minute, metadata, count(), "
-            f"sum(bytes) FROM {self.db}.entries WHERE {where} GROUP BY minute, metadata",
-            params)
+            f"SELECT stream_id, ts - positiveModulo(ts, {MINUTE_NS}) AS minute, metadata, "
+            f"count(), sum(bytes) FROM {self.db}.entries WHERE {where} "
+            "GROUP BY stream_id, minute, metadata", params)
         if not minutes:
             return 0
         self.client.command(f"DELETE FROM {self._table('entries')} WHERE {where}", params)
         self.client.insert(f"{self.db}.rollups",
                            ("tenant", "stream_id", "minute", "metadata", "lines", "bytes"),
-                           [(tenant, sid, m, md, -n, -b) for m, md, n, b in minutes])
-        return sum(n for _, _, n, _ in minutes)
+                           [(tenant, sid, m, md, -n, -b) for sid, m, md, n, b in minutes])
+        return sum(n for *_, n, _ in minutes)
 
-    def drop_if_empty(self, tenant: str, sid: int) -> bool:
-        """Remove a stream that holds no line any more, with its postings."""
-        if self.client.query(f"SELECT 1 FROM {self.db}.entries WHERE tenant = {{t:String}} "
-                             "AND stream_id = {sid:UInt64} LIMIT 1", {"t": tenant, "sid": sid}):
-            return False
-        self.client.command(f"DELETE FROM {self._table('stream_labels')} "
-                            "WHERE tenant = {t:String} "
-                            "AND stream_id = {sid:UInt64}", {"t": tenant, "sid": sid})
-        self.client.command(f"DELETE FROM {self._table('streams')} WHERE id = {{sid:UInt64}}",
-                            {"sid": sid})
-        self.forget(sid)
-        return True
+    def drop_empty(self, tenant: str, sids: list[int]) -> list[int]:
+        """Remove those of the tenant's streams `sids` that hold no line any more, with
+        their postings; the ids removed."""
+        empty: list[int] = []
+        for i in range(0, len(sids), EXPIRE_STREAMS):
+            part = sids[i:i + EXPIRE_STREAMS]
+            held = {sid for (sid,) in self.client.query(
+                f"SELECT DISTINCT stream_id FROM {self.db}.entries WHERE tenant = {{t:String}} "
+                "AND stream_id IN {sids:Array(UInt64)}", {"t": tenant, "sids": part})}
+            gone = [sid for sid in part if sid not in held]
+            if not gone:
+                continue
+            self.client.command(f"DELETE FROM {self._table('stream_labels')} "
+                                "WHERE tenant = {t:String} AND stream_id IN {sids:Array(UInt64)}",
+                                {"t": tenant, "sids": gone})
+            self.client.command(f"DELETE FROM {self._table('streams')} "
+                                "WHERE id IN {sids:Array(UInt64)}", {"sids": gone})
+            for sid in gone:
+                self.forget(sid)
+            empty += gone
+        return empty

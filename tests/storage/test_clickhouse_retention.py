@@ -1,0 +1,76 @@
+"""Retention on ClickHouse (storage/clickhouse/removal.py): a sweep removes the expired lines
+of every stream that shares a tenant and a cutoff with one DELETE, not one per stream (each
+DELETE is a mutation ClickHouse applies to every part it touches), keeps the rollups those
+of the lines left, and drops the streams it emptied with their postings, together.
+
+The statements are recorded on their way to ClickHouse (they still run there); what is
+left is read back from the tables and through the API."""
+
+from __future__ import annotations
+
+import re
+
+from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+from tests.storage.test_clickhouse_backend import _client, _config
+
+NS = 10**9
+H = 3600 * NS
+NOW = now_ns()
+OLD = [NOW - 72 * H + i * NS for i in range(3)]      # expired under a 2-day rule
+RECENT = [NOW - H + i * NS for i in range(2)]
+SHORT, EMPTIED, LONG = 25, 10, 5  # pods under the 2-day rule (the first 10 only old lines)
+
+
+def _streams() -> list[tuple[dict, list[int]]]:
+    out = [({"app": "short", "pod": f"s{i}"}, OLD if i < EMPTIED else OLD + RECENT)
+           for i in range(SHORT)]
+    return out + [({"app": "long", "pod": f"l{i}"}, OLD + RECENT) for i in range(LONG)]
+
+
+def test_a_sweep_removes_a_retention_period_with_one_delete(tmp_path):
+    cfg = {**_config(tmp_path),
+           "limits_config": {"reject_old_samples": False, "retention_period": "30d",
+                             "retention_stream": [{"selector": '{app="short"}',
+                                                   "priority": 1, "period": "2d"}]},
+           "compactor": {"retention_enabled": True, "retention_delete_delay": "0s"}}
+    with _client(cfg) as c:
+        ctx = c.app.state.services
+        c.blocking_portal.call(ctx.compactor.stop)  # the test runs the one sweep
+        for labels, stamps in _streams():
+            r = c.post(PUSH, content=push_body(labels, [[str(ts), f"{labels['pod']} {ts}"]
+                                                         for ts in stamps]),
+                       headers=JSON_HEADERS)
+            assert r.status_code == 204, r.text
+        store = ctx.querier.store
+        total = SHORT * 3 + (SHORT - EMPTIED) * 2 + LONG * 5
+        assert store.rows() == total  # the state: every line stored, the old ones too
+        client = ctx.compactor.removal.client
+        sent: list[str] = []
+        command = client.command
+
+        def recorded(sql, params=None):
+            sent.append(sql)
+            return command(sql, params)
+
+        client.command = recorded
+        removed = c.blocking_portal.call(ctx.compactor.run_once)
+
+        assert removed == SHORT * 3
+        deletes = [re.search(r"DELETE FROM \w+\.(\w+)", sql).group(1) for sql in sent
+                   if sql.startswith("DELETE")]
+        # the 25 pods' old lines; the 15 kept pods' ranges; the 10 emptied pods' postings
+        # and streams
+        assert sorted(deletes) == ["entries", "stream_labels", "streams", "streams"]
+        left = total - removed
+        assert store.rows() == left
+        assert store.client.query(f"SELECT sum(lines) FROM {store.db}.rollups") == [[left]]
+        assert store.client.query(
+            f"SELECT count(DISTINCT id) FROM {store.db}.streams") == [[SHORT - EMPTIED + LONG]]
+        r = c.get("/logstore/api/v1/series", params={
+            "match[]": '{app="short"}', "start": str(NOW - 96 * H), "end": str(NOW)})
+        assert sorted(s["pod"] for s in r.json()["data"]) == sorted(
+            f"s{i}" for i in range(EMPTIED, SHORT))
+        r = c.get("/logstore/api/v1/query", params={
+            "query": 'sum by (app) (count_over_time({app=~".+"}[4d]))', "time": str(NOW)})
+        assert {s["metric"]["app"]: s["value"][1] for s in r.json()["data"]["result"]} == {
+            "short": str((SHORT - EMPTIED) * 2), "long": str(LONG * 5)}
