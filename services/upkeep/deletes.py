@@ -313,17 +313,19 @@ class Deletions:
                 continue
             query = parse_delete_query(p.query)
             pick = compile_log_query(query).pipeline.match_line
-            for sid, (tenant, labels, first_ts, last_ts) in streams.items():
-                # a stream without data in the piece's range needs no statement at all
-                if tenant == p.tenant and first_ts <= p.end and last_ts >= p.start \
-                        and all(m.matches(labels.get(m.name, ""))
-                                for m in query.selector.matchers):
-                    n = await (self._remove(sid, p.start, p.end, pick) if removal is None
-                               else self._remove_elsewhere(removal, tenant, sid, p.start,
-                                                           p.end, pick))
-                    if n:
-                        self.touched.add(sid)
-                    removed += n
+            # a stream without data in the piece's range needs no statement at all
+            sids = [sid for sid, (tenant, labels, first_ts, last_ts) in streams.items()
+                    if tenant == p.tenant and first_ts <= p.end and last_ts >= p.start
+                    and all(m.matches(labels.get(m.name, ""))
+                            for m in query.selector.matchers)]
+            if removal is not None:
+                removed += await self._remove_elsewhere(removal, p.tenant, sids, p.start,
+                                                        p.end, pick)
+            for sid in sids if removal is None else ():
+                n = await self._remove(sid, p.start, p.end, pick)
+                if n:
+                    self.touched.add(sid)
+                removed += n
             await self.requests.write(lambda conn, p=p: deletes.mark_processed(
                 conn, p.tenant, p.request_id, p.seq))
             self.pieces_processed += 1
@@ -362,13 +364,16 @@ class Deletions:
                 if moved else []
         return removed
 
-    async def _remove_elsewhere(self, removal: Any, tenant: str, sid: int, start: int,
+    async def _remove_elsewhere(self, removal: Any, tenant: str, sids: list[int], start: int,
                                 end: int, pick) -> int:
-        gone = await asyncio.to_thread(removal.remove, tenant, sid, start, end, pick)
-        self.lines_deleted += len(gone)
-        self.bytes_deleted += sum(size for _, _, size in gone)
-        await self._removed(sid, [(ts, line) for ts, line, _ in gone])
-        return len(gone)
+        """The piece's lines removed from ClickHouse, the matching streams' together."""
+        gone_of = await asyncio.to_thread(removal.remove, tenant, sids, start, end, pick)
+        for sid, gone in gone_of.items():
+            self.lines_deleted += len(gone)
+            self.bytes_deleted += sum(size for _, _, size in gone)
+            await self._removed(sid, [(ts, line) for ts, line, _ in gone])
+            self.touched.add(sid)
+        return sum(len(gone) for gone in gone_of.values())
 
     async def _removed(self, sid: int, rows: list[tuple[int, str]]) -> None:
         for listener in self.removed_listeners:

@@ -2,7 +2,8 @@
 (services/upkeep/compactor.py, services/upkeep/deletes.py), as lightweight DELETEs.
 
 A delete request's lines are picked in Python (its LogQL filter is logstore's own
-pipeline) and removed by `seq`; retention removes everything older than the cutoff of the
+pipeline) and removed by `seq`, DELETE_BATCH of them to a statement whatever their streams;
+retention removes everything older than the cutoff of the
 streams that share it (a tenant's streams under one retention period), up to EXPIRE_STREAMS
 streams to a statement: each DELETE is a mutation ClickHouse applies to every part it
 touches, and a statement per stream made a sweep over 5,000 pods 10,000 mutations (the
@@ -48,20 +49,35 @@ class ClickHouseRemoval:
                     f"SELECT id, any(tenant), any(labels), min(first_ts), max(last_ts) "
                     f"FROM {self.db}.streams GROUP BY id")}
 
-    def remove(self, tenant: str, sid: int, start: int, end: int,
-               pick: Callable[[str], bool]) -> list[tuple[int, str, int]]:
-        """Delete the stream's lines with start <= ts <= end that `pick` takes; (ts, line,
-        UTF-8 bytes) of each. `tenant`: the stream's, as streams() gave it."""
-        rows = self.client.query(
-            f"SELECT seq, ts, line, bytes FROM {self.db}.entries "
-            "WHERE tenant = {t:String} AND stream_id = {sid:UInt64} AND ts >= {s:Int64} "
-            "AND ts <= {e:Int64} ORDER BY ts, seq",
-            {"t": tenant, "sid": sid, "s": start, "e": end})
-        gone = [r for r in rows if pick(r[2])]
-        for i in range(0, len(gone), DELETE_BATCH):
-            self._delete(tenant, [sid], "seq IN {seqs:Array(UInt64)}",
-                         {"seqs": [r[0] for r in gone[i:i + DELETE_BATCH]]})
-        return [(ts, line, size) for _, ts, line, size in gone]
+    def remove(self, tenant: str, sids: list[int], start: int, end: int,
+               pick: Callable[[str], bool]) -> dict[int, list[tuple[int, str, int]]]:
+        """Delete the lines with start <= ts <= end that `pick` takes of the tenant's streams
+        `sids` (as streams() gave them); (ts, line, UTF-8 bytes) of each, by stream. The
+        lines are read a stream at a time (a month of one stream is as much as a read holds)
+        and deleted DELETE_BATCH to a statement, whatever their streams."""
+        out: dict[int, list[tuple[int, str, int]]] = {}
+        seqs: list[int] = []
+        owners: set[int] = set()
+        for sid in sids:
+            rows = self.client.query(
+                f"SELECT seq, ts, line, bytes FROM {self.db}.entries "
+                "WHERE tenant = {t:String} AND stream_id = {sid:UInt64} AND ts >= {s:Int64} "
+                "AND ts <= {e:Int64} ORDER BY ts, seq",
+                {"t": tenant, "sid": sid, "s": start, "e": end})
+            gone = [r for r in rows if pick(r[2])]
+            if not gone:
+                continue
+            out[sid] = [(ts, line, size) for _, ts, line, size in gone]
+            seqs += [r[0] for r in gone]
+            owners.add(sid)
+            while len(seqs) >= DELETE_BATCH:
+                self._delete(tenant, sorted(owners), "seq IN {seqs:Array(UInt64)}",
+                             {"seqs": seqs[:DELETE_BATCH]})
+                seqs = seqs[DELETE_BATCH:]
+                owners = {sid} if seqs else set()
+        if seqs:
+            self._delete(tenant, sorted(owners), "seq IN {seqs:Array(UInt64)}", {"seqs": seqs})
+        return out
 
     def expire(self, tenant: str, sids: list[int], cut: int) -> int:
         """Delete the lines older than `cut` of the tenant's streams `sids`; how many went.

@@ -1,7 +1,8 @@
-"""Retention on ClickHouse (storage/clickhouse/removal.py): a sweep removes the expired lines
-of every stream that shares a tenant and a cutoff with one DELETE, not one per stream (each
-DELETE is a mutation ClickHouse applies to every part it touches), keeps the rollups those
-of the lines left, and drops the streams it emptied with their postings, together.
+"""Retention and delete requests on ClickHouse (storage/clickhouse/removal.py): a sweep
+removes the expired lines of every stream that shares a tenant and a cutoff with one DELETE,
+not one per stream (each DELETE is a mutation ClickHouse applies to every part it touches),
+keeps the rollups those of the lines left, and drops the streams it emptied with their
+postings, together; a delete request's picked lines go in one DELETE whatever their streams.
 
 The statements are recorded on their way to ClickHouse (they still run there); what is
 left is read back from the tables and through the API."""
@@ -74,3 +75,47 @@ def test_a_sweep_removes_a_retention_period_with_one_delete(tmp_path):
             "query": 'sum by (app) (count_over_time({app=~".+"}[4d]))', "time": str(NOW)})
         assert {s["metric"]["app"]: s["value"][1] for s in r.json()["data"]["result"]} == {
             "short": str((SHORT - EMPTIED) * 2), "long": str(LONG * 5)}
+
+
+def test_a_delete_request_over_many_streams_is_one_delete(tmp_path):
+    cfg = {**_config(tmp_path),
+           "limits_config": {"reject_old_samples": False},
+           "compactor": {"retention_enabled": True, "delete_request_cancel_period": "0s"}}
+    with _client(cfg) as c:
+        ctx = c.app.state.services
+        c.blocking_portal.call(ctx.compactor.stop)
+        for i in range(SHORT):
+            lines = [[str(ts), f"s{i} {'drop' if k % 2 else 'keep'} {k}"]
+                     for k, ts in enumerate(RECENT + [NOW - 30 * 60 * NS + k * NS
+                                                      for k in range(4)])]
+            r = c.post(PUSH, content=push_body({"app": "short", "pod": f"s{i}"}, lines),
+                       headers=JSON_HEADERS)
+            assert r.status_code == 204, r.text
+        r = c.post("/logstore/api/v1/delete", params={
+            "query": '{app="short"} |= "drop"', "start": str(NOW // NS - 7200),
+            "end": str(NOW // NS)})
+        assert r.status_code == 204, r.text
+        store = ctx.querier.store
+        assert store.rows() == SHORT * 6  # the state: nothing removed yet
+        client = ctx.compactor.removal.client
+        sent: list[str] = []
+        command = client.command
+
+        def recorded(sql, params=None):
+            sent.append(sql)
+            return command(sql, params)
+
+        client.command = recorded
+        removed = c.blocking_portal.call(ctx.compactor.run_once)
+
+        assert removed == SHORT * 3
+        # the 25 pods' picked lines (75 of them) in one statement
+        assert sum(1 for sql in sent if re.match(r"DELETE FROM \w+\.entries ", sql)) == 1
+        assert store.rows() == SHORT * 3
+        assert store.client.query(f"SELECT sum(lines) FROM {store.db}.rollups") == [
+            [SHORT * 3]]
+        assert [q["status"] for q in c.get("/logstore/api/v1/delete").json()] == [
+            "processed"]
+        r = c.get("/logstore/api/v1/query", params={
+            "query": 'sum(count_over_time({app="short"} |= "keep" [3h]))', "time": str(NOW)})
+        assert r.json()["data"]["result"][0]["value"][1] == str(SHORT * 3)
