@@ -1,0 +1,80 @@
+"""One retention sweep on ClickHouse (the embedded engine, chdb): N streams of one tenant
+under one 2-day rule, each with three lines three days old and two an hour old (a tenth of
+them with only the old lines), then the compactor's sweep, timed, and the DELETE statements
+it sent counted.
+
+    .venv/bin/python bench/ch_retention.py [--streams 500]
+
+In-process (the app under Litestar's test client, as the tests run it); prints a table and
+writes nothing to bench/REPORT.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+NS = 10**9
+H = 3600 * NS
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", type=int, default=500)
+    args = ap.parse_args()
+    from litestar.testing import TestClient
+
+    import config as config_module
+    from app import create_app
+
+    work = Path(tempfile.mkdtemp(prefix="logstore-chret-"))
+    cfg = {"common": {"path_prefix": str(work / "data")},
+           "server": {"log_level": "warn"},
+           "storage": {"backend": "clickhouse",
+                       "clickhouse": {"url": f"chdb://{work / 'ch'}"}},
+           "limits_config": {"reject_old_samples": False, "retention_period": "30d",
+                             "retention_stream": [{"selector": '{app="short"}',
+                                                   "priority": 1, "period": "2d"}]},
+           "compactor": {"retention_enabled": True, "retention_delete_delay": "0s"}}
+    now = time.time_ns()
+    with TestClient(create_app(config_module.config_from_dict(cfg))) as c:
+        ctx = c.app.state.services
+        c.blocking_portal.call(ctx.compactor.stop)
+        for first in range(0, args.streams, 500):
+            streams = []
+            for i in range(first, min(first + 500, args.streams)):
+                stamps = [now - 72 * H + k * NS for k in range(3)]
+                if i % 10:
+                    stamps += [now - H + k * NS for k in range(2)]
+                streams.append({"stream": {"app": "short", "pod": f"p{i}"},
+                                "values": [[str(ts), f"p{i} {ts}"] for ts in stamps]})
+            r = c.post("/logstore/api/v1/push", content=json.dumps({"streams": streams}),
+                       headers={"Content-Type": "application/json"})
+            assert r.status_code == 204, r.text
+        client = ctx.compactor.removal.client
+        sent: list[str] = []
+        command = client.command
+
+        def recorded(sql, params=None):
+            sent.append(sql)
+            return command(sql, params)
+
+        client.command = recorded
+        began = time.perf_counter()
+        removed = c.blocking_portal.call(ctx.compactor.run_once)
+        took = time.perf_counter() - began
+    deletes = sum(1 for sql in sent if sql.startswith("DELETE"))
+    print("| streams | lines removed | DELETE statements | sweep |")
+    print("|---:|---:|---:|---:|")
+    print(f"| {args.streams:,} | {removed:,} | {deletes:,} | {took:.2f} s |")
+
+
+if __name__ == "__main__":
+    main()
