@@ -184,10 +184,20 @@ class LabelsBuilder:
         """Final label set of the entry, sorted by name (§4, §6 step 7)."""
         if not self.parsed and not self.sm and self.error is None and self.error_details is None and not self.deleted:
             return self.stream  # untouched entry: share the stream's dict
-        out = self.stream_labels()
-        if self.sm:
-            out.update(self.structured_metadata())
-        out.update(self.parsed_labels())
+        # the three categories merged into one dict, without a copy of each first (it runs
+        # for every entry a log query keeps)
+        deleted = self.deleted
+        if deleted:
+            out = {k: v for k, v in self.stream.items() if k not in deleted}
+            if self.sm:
+                out.update({k: v for k, v in self.sm.items() if k not in deleted})
+        else:
+            out = {**self.stream, **self.sm}
+        out.update(self.parsed)
+        if self.error is not None:
+            out[ERROR] = self.error
+        if self.error_details is not None:
+            out[ERROR_DETAILS] = self.error_details
         return dict(sorted(out.items()))
 
     def template_data(self) -> dict[str, str]:

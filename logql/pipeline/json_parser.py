@@ -33,8 +33,17 @@ _ERR_OBJECT = "Value looks like object, but can't find closing '}' symbol"
 _ERR_STRING = "Value is string, but can't find closing '\"' symbol"
 _ERR_ESCAPE = "Encountered an invalid escape sequence in a string"
 _ERR_MALFORMED = "Malformed JSON error"
-_SEGMENTS: dict[str, str] = {}  # JSON key -> sanitised label segment
+# (prefix, JSON key) -> (the joined name nested keys extend, the label name of a value)
+_NAMES: dict[tuple[str, str], tuple[str, str]] = {}
 _SPECIAL_NAMES = frozenset((ERROR, ERROR_DETAILS))
+
+
+def _names_of(prefix: str, key: str) -> tuple[str, str]:
+    """The name a key's nested keys are joined to, and the label name of its value (a name
+    that starts with a digit gets a `_`: the rule applies to the whole joined name only)."""
+    seg = json_segment(key)
+    joined = prefix + "_" + seg if prefix and seg else prefix or seg
+    return joined, "_" + joined if joined and joined[0] in "0123456789" else joined
 
 
 def _json_error_text(exc: Exception) -> str:
@@ -107,35 +116,41 @@ class JsonParser:
 
     def _flatten(self, pairs, prefix: str, labels, fix: bool) -> None:
         # runs for every key of every line: the collision and first-wins rules of
-        # set_parsed are inlined, and sanitised key segments are cached
+        # set_parsed are inlined, and each (prefix, key)'s joined and label names are cached
         base_stream, base_sm = labels.stream, labels.sm
         extracted, parsed = labels.extracted, labels.parsed
         for key, value in pairs:
-            seg = _SEGMENTS.get(key)
-            if seg is None:
-                seg = json_segment(key)
-                if len(_SEGMENTS) < 4096:
-                    _SEGMENTS[key] = seg
-            name = (prefix + "_" + seg if prefix and seg else prefix or seg)
+            joined_label = _NAMES.get((prefix, key))
+            if joined_label is None:
+                joined_label = _names_of(prefix, key)
+                if len(_NAMES) < 16384:
+                    _NAMES[(prefix, key)] = joined_label
             t = type(value)
             if t is tuple:
-                self._flatten(value, name, labels, fix)
+                self._flatten(value, joined_label[0], labels, fix)
                 continue
+            name = joined_label[1]
             if t is list or value is None or not name:
                 continue
             if t is bool:
                 value = "true" if value else "false"
             elif fix:
                 value = fix_surrogates(value)
-            if name[0] in "0123456789":
-                name = "_" + name
             if name in base_stream or name in base_sm:
                 name += EXTRACTED_SUFFIX
+                if name in extracted:
+                    continue
+                extracted.add(name)
+                if name in base_stream or name in base_sm:
+                    labels.set(name, value)  # a base label named *_extracted
+                else:
+                    parsed[name] = value
+                continue
             if name in extracted:
                 continue
             extracted.add(name)
-            if name in _SPECIAL_NAMES or name in base_stream or name in base_sm:
-                labels.set(name, value)  # error labels, or a base label named *_extracted
+            if name in _SPECIAL_NAMES:
+                labels.set(name, value)  # error labels
             else:
                 parsed[name] = value
 
