@@ -110,16 +110,17 @@ def blocks_overlapping(conn: sqlite3.Connection, stream_id: int, start: int,
 
 def block_rows(conn: sqlite3.Connection, block_id: int) -> list[tuple[int, int, str, str | None]]:
     """(id, ts, line, metadata) of every row of a block."""
+    return block_contents(conn, block_id)[0]
+
+
+def block_contents(conn: sqlite3.Connection,
+                   block_id: int) -> tuple[list[tuple[int, int, str, str | None]], bool]:
+    """A block's rows (as block_rows) and whether it is a pack (the head): rewritten, a pack
+    must stay one, so the sealer still merges it and the pattern miner still finds its
+    lines."""
     r = conn.execute("SELECT rows, flags, keys, lengths, metadata, lines FROM blocks "
                      "WHERE id = ?", (block_id,)).fetchone()
-    return [] if r is None else B.decode_rows(*r)
-
-
-def is_pack(conn: sqlite3.Connection, block_id: int) -> bool:
-    """Whether the block is a pack (the head): rewritten, it must stay one, so the sealer
-    still merges it and the pattern miner still finds its lines."""
-    r = conn.execute("SELECT flags FROM blocks WHERE id = ?", (block_id,)).fetchone()
-    return r is not None and bool(r[0] & B.FLAG_PACK)
+    return ([], False) if r is None else (B.decode_rows(*r), bool(r[1] & B.FLAG_PACK))
 
 
 def rewrite_block(conn: sqlite3.Connection, stream_id: int, block_id: int,

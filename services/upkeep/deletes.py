@@ -389,13 +389,13 @@ class Deletions:
             out = []
             missing = False
             for block_id in block_ids:
-                rows = deletes.block_rows(conn, block_id)
+                rows, pack = deletes.block_contents(conn, block_id)
                 missing |= not rows
                 gone = [r for r in rows if start <= r[1] <= end and pick(r[2])]
                 if gone:
                     keep = [r for r in rows if not (start <= r[1] <= end and pick(r[2]))]
-                    out.append((block_id, keep, gone, blocks.encode(
-                        keep, pack=deletes.is_pack(conn, block_id)) if keep else None))
+                    out.append((block_id, keep, gone,
+                                blocks.encode(keep, pack=pack) if keep else None))
             return out, missing
 
         def apply(conn, prepared):

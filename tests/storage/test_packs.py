@@ -2,7 +2,7 @@
 the ids, the very block the codec makes of the same rows; a push's repeats, and repeats of
 lines in the head's packs or rows, are stored once; a few lines a stream are rows, many a
 pack; a push spanning windows is stored as a pack per window; the head's packs read back
-after a restart exactly as pushed."""
+after a restart exactly as pushed; a delete request's rewrite keeps a pack a pack."""
 
 from __future__ import annotations
 
@@ -147,3 +147,43 @@ def test_the_pattern_miner_gets_every_line_once_from_packs_and_rows_alike(tmp_pa
             mined += batch
             mark = batch[-1][0]
         assert sorted(r[0] for r in mined) == list(range(1, 3 * (PACK_MIN_ROWS + 3) + 1)), limit
+
+
+def test_a_delete_request_keeps_a_rewritten_pack_a_pack(make_client, tmp_path):
+    """A delete request that takes lines out of a pack rewrites it as a pack (the head), so
+    the sealer still merges it: after /flush, one sealed block holds the lines kept."""
+    from tests.helpers import JSON_HEADERS, PUSH
+
+    client = make_client({"limits_config": {"reject_old_samples": False},
+                          "storage": {"sealing_enabled": False},
+                          "compactor": {"retention_enabled": True,
+                                        "delete_request_cancel_period": "0s"}},
+                         data_dir=tmp_path / "data")
+    client.blocking_portal.call(client.app.state.services.compactor.stop)
+    values = [[str(T + i * 10**9), f"line {i} {'drop' if i % 4 == 0 else 'keep'}"]
+              for i in range(40)]
+    r = client.post(PUSH, headers=JSON_HEADERS,
+                    json={"streams": [{"stream": {"app": "p"}, "values": values}]})
+    assert r.status_code == 204
+    db = tmp_path / "data" / "logstore.db"
+
+    def state() -> tuple[int, int, int]:
+        conn = sqlite3.connect(db)
+        try:
+            packs = conn.execute("SELECT count(*) FROM blocks WHERE flags & 4").fetchone()[0]
+            return packs, head_rows(conn), sealed_blocks(conn)
+        finally:
+            conn.close()
+
+    assert state() == (1, 40, 0)  # the state: the push is one pack
+    r = client.post("/logstore/api/v1/delete", params={
+        "query": '{app="p"} |= "drop"', "start": str(T // 10**9), "end": str(T // 10**9 + 60)})
+    assert r.status_code == 204
+    client.blocking_portal.call(client.app.state.services.compactor.run_once)
+    assert state() == (1, 30, 0)
+    assert client.post("/flush").status_code == 204
+    assert state() == (0, 0, 1)
+    got = client.get("/logstore/api/v1/query_range", params={
+        "query": '{app="p"}', "start": str(T), "end": str(T + 100 * 10**9), "limit": "100",
+        "direction": "forward"}).json()["data"]["result"]
+    assert [v for s in got for v in s["values"]] == [v for v in values if "keep" in v[1]]
