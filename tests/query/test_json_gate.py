@@ -144,6 +144,9 @@ def _answer(make_reader, query: str, backward: bool, gated: bool, monkeypatch):
     ('{app="x", kind="metadata"} | json | status != 503', 20),
     # ... and there the metadata's 503 keeps lines whose own status the gate would drop
     ('{app="x", kind="metadata"} | json | status >= 500', 20),
+    # the stream's own label decides every line (200 < 300): none may be gated (-1: none
+    # need be gated out)
+    ('{app="x", kind="label"} | json | status < 300', -1),
 ])
 @pytest.mark.parametrize("backward", [True, False])
 def test_the_engine_answers_as_without_the_gate(stored, monkeypatch, query, gated_out,
