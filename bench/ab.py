@@ -47,13 +47,14 @@ def main() -> None:
     step = args.step if args.step else f"limit {args.limit}"
     work = Path(tempfile.mkdtemp(prefix="logstore-ab-"))
     servers = []
+    procs = []
     try:
         for i, tree in enumerate(args.trees):
             data = work / str(i) / "data"
             shutil.copytree(source, data, ignore=shutil.ignore_patterns("*.lock"))
             servers.append((tree, free_port(), data))
-        procs = [start_server(data, port, cwd=Path(tree).resolve())
-                 for tree, port, data in servers]
+        for tree, port, data in servers:
+            procs.append(start_server(data, port, cwd=Path(tree).resolve()))
         times: list[list[float]] = [[] for _ in servers]
         for _, port, _ in servers:
             run_query(port, args.query, start, end, step)  # warm-up
@@ -66,7 +67,7 @@ def main() -> None:
                   f"first quartile {took[len(took) // 4] * 1000:.1f} ms, "
                   f"best {took[0] * 1000:.1f} ms ({args.runs} runs)")
     finally:
-        for proc in locals().get("procs", []):
+        for proc in procs:
             os.killpg(proc.pid, signal.SIGTERM)  # the server and its query workers
             proc.wait(60)
         shutil.rmtree(work, ignore_errors=True)
