@@ -87,14 +87,24 @@ def test_every_migration_has_a_cluster_form_clickhouse_parses():
 
 def test_changes_name_the_local_tables_on_the_cluster():
     table = cluster.changing(DB, "entries", CLUSTER)
+    # the shapes storage/clickhouse/removal.py sends: a delete request's lines of several
+    # streams by seq, a retention period's streams by cutoff, their rows replaced
     statements = [
-        f"DELETE FROM {table} WHERE tenant = {{t:String}} AND stream_id = {{sid:UInt64}} "
-        "AND seq IN {seqs:Array(UInt64)}",
+        f"DELETE FROM {table} WHERE tenant = {{t:String}} AND stream_id IN "
+        "{sids:Array(UInt64)} AND seq IN {seqs:Array(UInt64)}",
+        f"DELETE FROM {table} WHERE tenant = {{t:String}} AND stream_id IN "
+        "{sids:Array(UInt64)} AND ts < {cut:Int64}",
+        f"DELETE FROM {cluster.changing(DB, 'streams', CLUSTER)} WHERE id IN "
+        "{sids:Array(UInt64)}",
         f"OPTIMIZE TABLE {cluster.changing(DB, 'rollups', CLUSTER)} FINAL",
     ]
     assert _formatted(statements) == [
         f"DELETE FROM {DB}.entries_local ON CLUSTER {CLUSTER} WHERE (tenant = {{t:String}}) "
-        "AND (stream_id = {sid:UInt64}) AND (seq IN ({seqs:Array(UInt64)}))",
+        "AND (stream_id IN ({sids:Array(UInt64)})) AND (seq IN ({seqs:Array(UInt64)}))",
+        f"DELETE FROM {DB}.entries_local ON CLUSTER {CLUSTER} WHERE (tenant = {{t:String}}) "
+        "AND (stream_id IN ({sids:Array(UInt64)})) AND (ts < {cut:Int64})",
+        f"DELETE FROM {DB}.streams_local ON CLUSTER {CLUSTER} WHERE id IN "
+        "({sids:Array(UInt64)})",
         f"OPTIMIZE TABLE {DB}.rollups_local ON CLUSTER {CLUSTER} FINAL"]
 
 
