@@ -136,21 +136,18 @@ class JsonParser:
                 value = "true" if value else "false"
             elif fix:
                 value = fix_surrogates(value)
+            # set through the builder: error labels, or a base label named *_extracted (the
+            # base is looked at a second time only when the name collided with it)
             if name in base_stream or name in base_sm:
                 name += EXTRACTED_SUFFIX
-                if name in extracted:
-                    continue
-                extracted.add(name)
-                if name in base_stream or name in base_sm:
-                    labels.set(name, value)  # a base label named *_extracted
-                else:
-                    parsed[name] = value
-                continue
+                through_builder = name in base_stream or name in base_sm
+            else:
+                through_builder = name in _SPECIAL_NAMES
             if name in extracted:
                 continue
             extracted.add(name)
-            if name in _SPECIAL_NAMES:
-                labels.set(name, value)  # error labels
+            if through_builder:
+                labels.set(name, value)
             else:
                 parsed[name] = value
 
