@@ -321,11 +321,12 @@ class Deletions:
             if removal is not None:
                 removed += await self._remove_elsewhere(removal, p.tenant, sids, p.start,
                                                         p.end, pick)
-            for sid in sids if removal is None else ():
-                n = await self._remove(sid, p.start, p.end, pick)
-                if n:
-                    self.touched.add(sid)
-                removed += n
+            else:
+                for sid in sids:
+                    n = await self._remove(sid, p.start, p.end, pick)
+                    if n:
+                        self.touched.add(sid)
+                    removed += n
             await self.requests.write(lambda conn, p=p: deletes.mark_processed(
                 conn, p.tenant, p.request_id, p.seq))
             self.pieces_processed += 1
