@@ -56,8 +56,7 @@ class ClickHouseRemoval:
         lines are read a stream at a time (a month of one stream is as much as a read holds)
         and deleted DELETE_BATCH to a statement, whatever their streams."""
         out: dict[int, list[tuple[int, str, int]]] = {}
-        seqs: list[int] = []
-        owners: set[int] = set()
+        picked: list[tuple[int, int]] = []  # (stream id, seq) not deleted yet
         for sid in sids:
             rows = self.client.query(
                 f"SELECT seq, ts, line, bytes FROM {self.db}.entries "
@@ -68,16 +67,18 @@ class ClickHouseRemoval:
             if not gone:
                 continue
             out[sid] = [(ts, line, size) for _, ts, line, size in gone]
-            seqs += [r[0] for r in gone]
-            owners.add(sid)
-            while len(seqs) >= DELETE_BATCH:
-                self._delete(tenant, sorted(owners), "seq IN {seqs:Array(UInt64)}",
-                             {"seqs": seqs[:DELETE_BATCH]})
-                seqs = seqs[DELETE_BATCH:]
-                owners = {sid} if seqs else set()
-        if seqs:
-            self._delete(tenant, sorted(owners), "seq IN {seqs:Array(UInt64)}", {"seqs": seqs})
+            picked += [(sid, r[0]) for r in gone]
+            while len(picked) >= DELETE_BATCH:
+                self._delete_picked(tenant, picked[:DELETE_BATCH])
+                picked = picked[DELETE_BATCH:]
+        if picked:
+            self._delete_picked(tenant, picked)
         return out
+
+    def _delete_picked(self, tenant: str, picked: list[tuple[int, int]]) -> None:
+        """Delete the lines of (stream id, seq) pairs."""
+        self._delete(tenant, sorted({sid for sid, _ in picked}), "seq IN {seqs:Array(UInt64)}",
+                     {"seqs": [seq for _, seq in picked]})
 
     def expire(self, tenant: str, sids: list[int], cut: int) -> int:
         """Delete the lines older than `cut` of the tenant's streams `sids`; how many went.

@@ -9,6 +9,9 @@ left is read back from the tables and through the API."""
 
 from __future__ import annotations
 
+import pytest
+
+from storage.clickhouse import removal
 from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
 from tests.storage.test_clickhouse_backend import _client, _config
 
@@ -72,7 +75,12 @@ def test_a_sweep_removes_a_retention_period_with_one_delete(tmp_path):
             "short": str((SHORT - EMPTIED) * 2), "long": str(LONG * 5)}
 
 
-def test_a_delete_request_over_many_streams_is_one_delete(tmp_path):
+@pytest.mark.parametrize("batch, statements", [(removal.DELETE_BATCH, 1), (10, 8)])
+def test_a_delete_request_over_many_streams_is_one_delete(tmp_path, monkeypatch, batch,
+                                                          statements):
+    """...or one per DELETE_BATCH lines: 75 lines of 25 streams at 10 a statement are 8,
+    batches that cut through streams."""
+    monkeypatch.setattr(removal, "DELETE_BATCH", batch)
     cfg = {**_config(tmp_path),
            "limits_config": {"reject_old_samples": False},
            "compactor": {"retention_enabled": True, "delete_request_cancel_period": "0s"}}
@@ -96,8 +104,8 @@ def test_a_delete_request_over_many_streams_is_one_delete(tmp_path):
         removed = c.blocking_portal.call(ctx.compactor.run_once)
 
         assert removed == SHORT * 3
-        # the 25 pods' picked lines (75 of them) in one statement
-        assert _mutations(store) == {"entries": 1}
+        # the 25 pods' picked lines (75 of them), DELETE_BATCH to a statement
+        assert _mutations(store) == {"entries": statements}
         assert store.rows() == SHORT * 3
         assert store.client.query(f"SELECT sum(lines) FROM {store.db}.rollups") == [
             [SHORT * 3]]
