@@ -313,10 +313,14 @@ class SealedBlocks:
     def __bool__(self) -> bool:
         return bool(self._live)
 
+    def judges_rarity(self) -> bool:
+        """Whether there are blocks enough (64) for mostly_ruled_out to say anything."""
+        return len(self.blocks) >= 64
+
     def mostly_ruled_out(self) -> bool:
         """Whether the summaries and Bloom filters ruled out at least 9 in 10 of 64 or
         more blocks already: the scan's needles are rare in this data."""
-        return len(self.blocks) >= 64 and len(self._live) * 10 <= len(self.blocks)
+        return self.judges_rarity() and len(self._live) * 10 <= len(self.blocks)
 
     @property
     def skipped(self) -> list[Summary]:

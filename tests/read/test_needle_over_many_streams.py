@@ -103,7 +103,13 @@ def _needle(client, now: int) -> tuple[list[str], tuple[int, int]]:
 
 
 def _head_scans(statements: list[str]) -> int:
-    return sum(1 for s in statements if "FROM entries" in s and "instr(line" in s)
+    """Statements that test the needle on the head's rows, the few of a sample left out."""
+    return sum(1 for s in statements if "FROM entries" in s and "instr(line" in s
+               and f"LIMIT {scan.SAMPLE_ROWS})" not in s)
+
+
+def _tallies(statements: list[str]) -> list[str]:
+    return [s for s in statements if "group_concat(CASE WHEN" in s]
 
 
 @pytest.mark.parametrize("direction", ["backward", "forward"])
@@ -129,22 +135,63 @@ def test_few_streams_read_the_head_a_window_at_a_time(store):
 
 
 def test_a_rare_needle_counts_the_head_in_the_pass_that_finds_it(store):
-    """With sealed blocks whose Bloom filters rule the needle out almost everywhere, the
-    head is read once: that pass finds the needle's rows and counts every line and byte of
-    the range for the stats, which are the same as counting them separately."""
+    """With sealed blocks whose Bloom filters rule the needle out almost everywhere, or with
+    too few blocks to tell and a sample of the head that holds it at most 1 in 100 times,
+    the head is read once: that pass finds the needle's rows and counts every line and byte
+    of the range for the stats, which are the same as counting them separately."""
     client, now, statements, state = store
     pushed = [v[1] for i in range(STREAMS) for v in _values(i, now, range(1, 41))]
     del statements[:]
     lines, processed = _needle(client, now)
     assert lines == [f"level=info pod=7 minute={m}" for m in range(1, 41)]
     assert processed == (len(pushed), sum(len(line.encode()) for line in pushed))
-    tallied = [s for s in statements if "group_concat(hit)" in s]
+    tallied = _tallies(statements)
     counted = [s for s in statements if s.startswith("SELECT count(*), coalesce(sum(length(")
                and s not in tallied]
-    if state == "split":
-        assert len(tallied) == 1 and counted == []
-    else:  # no blocks to say the needle is rare: the head is counted on its own
-        assert tallied == [] and len(counted) == 1
+    sampled = [s for s in statements if f"LIMIT {scan.SAMPLE_ROWS})" in s]
+    assert len(tallied) == 1 and counted == []
+    # the head state has no blocks to judge by, the split one blocks enough
+    assert len(sampled) == (1 if state == "head" else 0)
+
+
+def test_a_scan_that_stops_at_its_limit_counts_the_head_the_tally_read(store):
+    """The tally reads the whole range's head before the scan stops at its limit: the stats
+    count that range (the older sealed blocks of it included), not a part of it counted
+    again."""
+    client, now, statements, state = store
+    pushed = [v[1] for i in range(STREAMS) for v in _values(i, now, range(1, 41))]
+    del statements[:]
+    r = client.get("/logstore/api/v1/query_range", headers=HEADERS,
+                   params={"query": '{env="prod"} |= "pod=7 "', "limit": "15",
+                           "start": str(now - 3600 * NS), "end": str(now + NS)})
+    assert r.status_code == 200, r.text
+    body = r.json()["data"]
+    assert [v[1] for s in body["result"] for v in s["values"]] == \
+        [f"level=info pod=7 minute={m}" for m in range(1, 16)]
+    summary = body["stats"]["summary"]
+    assert len(_tallies(statements)) == 1
+    assert (summary["totalLinesProcessed"], summary["totalBytesProcessed"]) == \
+        (len(pushed), sum(len(line.encode()) for line in pushed))
+
+
+def test_a_common_needle_in_the_sample_reads_the_head_a_window_at_a_time(store):
+    """A needle the sealed blocks hold nearly everywhere, or with too few blocks to tell,
+    that a sample of the head holds more than 1 in 100 times: no tally (it would read every
+    row however soon the limit is met); the windows find the newest rows."""
+    client, now, statements, state = store
+    del statements[:]
+    r = client.get("/logstore/api/v1/query_range", headers=HEADERS,
+                   params={"query": '{env="prod"} |= "level=info"', "limit": "5",
+                           "start": str(now - 3600 * NS), "end": str(now + NS)})
+    assert r.status_code == 200, r.text
+    got = sorted(((int(v[0]), v[1]) for s in r.json()["data"]["result"] for v in s["values"]),
+                 reverse=True)
+    pushed = sorted(((int(ts), line) for i in range(STREAMS)
+                     for ts, line in _values(i, now, range(1, 41))), reverse=True)
+    assert got == pushed[:5]
+    sampled = [s for s in statements if f"LIMIT {scan.SAMPLE_ROWS})" in s]
+    assert len(sampled) == (1 if state == "head" else 0)
+    assert _tallies(statements) == []
 
 
 def test_streams_created_between_a_tenants_own_read_as_ranges_stay_the_other_tenants(
