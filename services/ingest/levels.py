@@ -41,7 +41,10 @@ _json_decoder = msgspec.json.Decoder()
 
 
 def _keyword_level(low: str) -> str:
-    m = _KEYWORD.search(" " + low)
+    return _keyword_found(_KEYWORD.search(" " + low))
+
+
+def _keyword_found(m: re.Match | None) -> str:
     return _KEYWORD_LEVEL[m.group(1)] if m is not None else "unknown"
 
 
@@ -143,8 +146,7 @@ class LevelDetector:
                     pos = end
                     continue
             # the keyword scan in place too: the newline before the line is its left edge
-            m = keyword(low, pos, end)
-            out.append(_KEYWORD_LEVEL[m.group(1)] if m is not None else "unknown")
+            out.append(_keyword_found(keyword(low, pos, end)))
             pos = end
         return out
 
