@@ -257,7 +257,7 @@ def _tallied_rows(conn: sqlite3.Connection, where: str, whole: tuple[str, tuple]
     """As _held_rows, and the (lines, bytes) of every head row of the streams in [lo, hi),
     from one pass: reading the head's lines once for the needle and once more for the
     stats was most of a rare needle's head work. With no early stop, so only for needles
-    the Bloom filters already found rare."""
+    already found rare (by the Bloom filters, or by a sample: _rare_in_sample)."""
     cond = where.removeprefix(" AND ")
     streams, stream_params = whole
     n, size, found = conn.execute(_TALLY.format(cond=cond, streams=streams),
@@ -265,7 +265,7 @@ def _tallied_rows(conn: sqlite3.Connection, where: str, whole: tuple[str, tuple]
     hits = found.count(",") + 1 if found else 0
     if hits > WINDOW_MAX_ROWS:
         return None, (n, size)
-    rows = conn.execute(_BY_IDS, (f"[{found or ''}]",)).fetchall() if hits else []
+    rows = conn.execute(_BY_IDS, (f"[{found}]",)).fetchall() if hits else []
     return _HeldRows(rows), (n, size)
 
 
