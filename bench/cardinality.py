@@ -1,7 +1,7 @@
 """Many streams: every read that starts from matchers, at 1,000 to 100,000 streams.
 
     .venv/bin/python bench/cardinality.py [--streams 1000 5000 20000 100000] [--runs 3]
-                                          [--churn] [--only NAME ...] [--no-report]
+                                          [--churn] [--only NAME ...] [--no-sealing] [--no-report]
 
 The shape of a Kubernetes cluster (issue 22): N streams
 `{env="prod", app="a<i%50>", pod="pod-<i>"}` of 10 logfmt lines each (8 fields, the pod's
@@ -172,7 +172,8 @@ def profiled(pid: int, name: str, out: Path):
 
 
 def run_one(n: int, runs: int, churn: bool, only: list[str],
-            profile: str | None = None, keep: Path | None = None) -> dict:
+            profile: str | None = None, keep: Path | None = None,
+            sealing: bool = True) -> dict:
     work = keep / f"{n}{'-churn' if churn else ''}" if keep else \
         Path(tempfile.mkdtemp(prefix="logstore-card-"))
     data = work / "data"
@@ -199,8 +200,10 @@ def run_one(n: int, runs: int, churn: bool, only: list[str],
             spy.send_signal(signal.SIGINT)
             spy.wait()
         # the sealer moves the closed hour's lines into blocks first: reads are timed on
-        # the store at rest, as the query bench does
-        wait_for_background(data / "logstore.db")
+        # the store at rest, as the query bench does (with it off, every line stays in the
+        # head, as in an hour not yet closed)
+        if sealing:
+            wait_for_background(data / "logstore.db")
         planned = reads(n, now)
         names = {name for name, _, _ in planned}
         for name, path, params in planned:
@@ -251,13 +254,19 @@ def main() -> None:
                     "contains this (or 'push'), into /tmp/card-N-NAME.txt (collapsed stacks)")
     ap.add_argument("--keep", type=Path, help="keep each data set under KEEP/N and read it "
                     "again on the next run instead of pushing (for profiling)")
+    ap.add_argument("--no-sealing", action="store_true",
+                    help="storage.sealing_enabled: false, every line read from the head "
+                         "(implies --no-report: the report's tables are of the store at rest)")
     ap.add_argument("--no-report", action="store_true")
     add_workers_flag(ap)
     args = ap.parse_args()
     global CONFIG
     CONFIG += workers_config(args.workers)
-    results = [run_one(n, args.runs, args.churn, args.only, args.profile, args.keep)
-               for n in args.streams]
+    if args.no_sealing:
+        CONFIG += "storage:\n  sealing_enabled: false\n"
+        args.no_report = True
+    results = [run_one(n, args.runs, args.churn, args.only, args.profile, args.keep,
+                       sealing=not args.no_sealing) for n in args.streams]
     names = list(results[0]["reads"])
     headers = ["read"] + [f"{r['streams']:,} streams" for r in results]
     rows = []
