@@ -229,3 +229,32 @@ def test_streams_created_between_a_tenants_own_read_as_ranges_stay_the_other_ten
     assert processed == (len(mine), sum(len(line.encode()) for line in mine))
     ranged = [s for s in statements if "FROM entries" in s and "BETWEEN" in s]
     assert ranged and all(s.count("BETWEEN") == 2 for s in ranged)
+
+
+@pytest.mark.parametrize("limit", [5, 1500])
+def test_a_limited_read_over_many_streams_takes_few_head_rows_first(store, limit):
+    """A broad selector with a limit: the head's first window takes at most
+    LIMITED_FIRST_ROWS rows (SQLite sorts every row of a window over thousands of streams to
+    return the first, and there were 16,001 of them), each next window 4x more; the answer
+    is the newest rows all the same. The read ends just after minute 5, where every pod has
+    a line: its first window holds 1,200 rows and is cut at the first 1,001."""
+    from storage.reader import LIMITED_FIRST_ROWS
+
+    client, now, statements, state = store
+    end = now - 5 * 60 * NS + NS
+    pushed = sorted(((int(ts), line) for i in range(STREAMS)
+                     for ts, line in _values(i, now, range(1, 41)) if int(ts) < end),
+                    reverse=True)
+    # the state the test names: more rows in the first window (60 s) than it may take
+    assert sum(1 for ts, _ in pushed if ts >= end - 60 * NS) > LIMITED_FIRST_ROWS
+    del statements[:]
+    r = client.get("/logstore/api/v1/query_range", headers=HEADERS,
+                   params={"query": '{env="prod"}', "limit": str(limit),
+                           "start": str(now - 3600 * NS), "end": str(end)})
+    assert r.status_code == 200, r.text
+    got = sorted(((int(v[0]), v[1]) for s in r.json()["data"]["result"] for v in s["values"]),
+                 reverse=True)
+    assert len(pushed) > limit and got == pushed[:limit]
+    head_windows = [s for s in statements if s.startswith("SELECT id, stream_id, ts, line")
+                    and "ORDER BY ts DESC" in s]
+    assert head_windows[0].endswith(f"LIMIT {LIMITED_FIRST_ROWS + 1}")
