@@ -133,9 +133,9 @@ class Client:
             with self._connections_lock:
                 connections, self._connections = self._connections, []
                 self._local = threading.local()
+                self._path = None  # under the lock: no thread connects after this
             for conn in connections:
                 conn.close()
-            self._path = None
             _Embedded.release()
         if self._http is not None:
             self._http.close()
@@ -201,11 +201,15 @@ class Client:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             import chdb  # imported only by the backend that needs it
-            try:
-                conn = chdb.connect(self._path)
-            except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
-                raise ClickHouseError(str(exc)) from None
             with self._connections_lock:
+                # a thread still at work while the store closes (a sweep) must not open a
+                # connection after close(): it would keep the engine on its directory
+                if self._path is None:
+                    raise ClickHouseError("the ClickHouse store is closed")
+                try:
+                    conn = chdb.connect(self._path)
+                except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
+                    raise ClickHouseError(str(exc)) from None
                 self._connections.append(conn)
             self._local.conn = conn
         return conn
