@@ -12,7 +12,9 @@ more than `compactor.retention_delete_delay` ago (storage/retention.py), in writ
 a few thousand rows so pushes keep flowing, then gives the space back. Each job is one
 transaction, and the sweep is idempotent: a kill in the middle leaves a consistent database
 and the next sweep finishes the work. Of nodes sharing the state, only the holder of the
-"compactor" lease sweeps (storage/shared/leases.py).
+"compactor" lease sweeps (storage/shared/leases.py). On ClickHouse the sweep first keeps the
+tables' TTL in step with the limits (storage/clickhouse/ttl.py) and sends no DELETE for the
+lines that TTL removes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from config import LimitsConfig
 from logql import parse_selector
 from services.runtime.base import cancel_task
 from services.runtime.limits import Limits
@@ -29,9 +32,12 @@ from services.runtime.metrics import ScrapeCollector, counter, gauge
 from storage import retention
 from storage.shared import Leases
 from storage.blocks import sealing
+from storage.clickhouse.ttl import TtlPlan
 
 log = logging.getLogger("logstore.compactor")
 LEASE = "compactor"
+# a longer period is as good as forever for a table TTL (a DateTime ends in 2106)
+TTL_MAX_NS = 50 * 365 * 86400 * 10**9
 
 
 class RetentionPolicy:
@@ -74,6 +80,15 @@ class RetentionPolicy:
             return None
         return (self.clock() if now is None else now) - period
 
+    def ttl_plan(self, delay: int) -> TtlPlan:
+        """Which tenants' lines a table TTL may remove on ClickHouse, after their period and
+        `delay` (storage/clickhouse/ttl.py): a tenant whose every stream expires, after its
+        longest period; none while retention is off."""
+        if not self.enabled:
+            return TtlPlan(None, {})
+        return TtlPlan(_ttl_period(self.limits.defaults, delay),
+                       {t: _ttl_period(lc, delay) for t, lc in self.limits.tenants.items()})
+
     @property
     def active(self) -> bool:
         """Whether any tenant's lines expire (the overrides may change it while running)."""
@@ -81,6 +96,13 @@ class RetentionPolicy:
             return False
         return any(lc.retention_period > 0 or any(r.period > 0 for r in lc.retention_stream)
                    for lc in self.limits.in_force())
+
+
+def _ttl_period(limits: LimitsConfig, delay: int) -> int | None:
+    periods = [limits.retention_period, *(r.period for r in limits.retention_stream)]
+    if min(periods) <= 0 or max(periods) + delay >= TTL_MAX_NS:
+        return None  # some streams keep their lines forever
+    return max(periods) + delay
 
 
 class Compactor:
@@ -101,10 +123,12 @@ class Compactor:
         self.lines_removed = 0
         self.blocks_removed = 0
         self.streams_removed = 0
+        self.ttl_changes = 0  # on ClickHouse: times the tables' TTL was set or taken away
         self.last_duration = 0.0
 
     async def start(self) -> None:
-        if self.policy.enabled:
+        # on ClickHouse also with retention off: a TTL left from when it was on must go
+        if self.policy.enabled or self.removal is not None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="compactor")
 
     async def stop(self) -> None:
@@ -171,11 +195,18 @@ class Compactor:
 
     async def _run_once_elsewhere(self) -> int:
         """The sweep over ClickHouse: the same requests and cutoffs, removed there (no
-        rollups or blocks to keep whole: the cutoff is exact). The streams that share a
-        tenant and a cutoff (one clock reading for the sweep) are removed from together."""
+        rollups or blocks to keep whole: the cutoff is exact). The tables' TTL first follows
+        the limits in force; the streams it covers keep their lines for it to remove, the
+        others' are deleted. Streams that share a tenant and a cutoff (one clock reading
+        for the sweep) are handled together."""
         async with self._lock:
             started = time.perf_counter()
             removal = self.removal
+            plan = self.policy.ttl_plan(self.delay)
+            if await asyncio.to_thread(removal.set_ttl, plan):
+                self.ttl_changes += 1
+            if not self.policy.enabled:
+                return 0
             streams = await asyncio.to_thread(removal.streams)
             removed = 0
             emptied: set[int] = set()
@@ -183,20 +214,25 @@ class Compactor:
                 removed += await self.deletions.process_due(streams, removal)
                 emptied, self.deletions.touched = self.deletions.touched, set()
             now = self.policy.clock()
-            expiring: dict[tuple[str, int], list[int]] = {}
+            expiring: dict[tuple[str, int, bool], list[int]] = {}
             for sid, info in streams.items():
                 visible = self.policy.cutoff_of(info.tenant, info.labels, now)
                 if visible is None or info.first_ts >= visible - self.delay:
                     continue
-                expiring.setdefault((info.tenant, visible - self.delay), []).append(sid)
-            for (tenant, cut), sids in expiring.items():
-                removed += await asyncio.to_thread(removal.expire, tenant, sids, cut)
-                emptied.update(sids)
-            by_tenant: dict[str, list[int]] = {}
+                by_ttl = plan.period_of(info.tenant) == now - visible + self.delay
+                expiring.setdefault((info.tenant, visible - self.delay, by_ttl),
+                                    []).append(sid)
+            # (tenant, the oldest line a stream must still hold to stay) -> streams
+            to_drop: dict[tuple[str, int | None], list[int]] = {}
             for sid in sorted(emptied):
-                by_tenant.setdefault(streams[sid].tenant, []).append(sid)
-            for tenant, sids in by_tenant.items():
-                dropped = await asyncio.to_thread(removal.drop_empty, tenant, sids)
+                to_drop.setdefault((streams[sid].tenant, None), []).append(sid)
+            for (tenant, cut, by_ttl), sids in expiring.items():
+                removed += await asyncio.to_thread(removal.expire, tenant, sids, cut,
+                                                   not by_ttl)
+                to_drop.setdefault((tenant, cut), []).extend(
+                    sid for sid in sids if sid not in emptied)
+            for (tenant, since), sids in to_drop.items():
+                dropped = await asyncio.to_thread(removal.drop_empty, tenant, sids, since)
                 self.streams_removed += len(dropped)
             self.sweeps += 1
             self.lines_removed += removed

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from logql.model import MINUTE_NS, parse_canonical
-from storage.clickhouse import cluster
+from storage.clickhouse import cluster, ttl
 from storage.retention import StreamInfo
 
 # seqs per DELETE statement
@@ -80,14 +80,21 @@ class ClickHouseRemoval:
         self._delete(tenant, sorted({sid for sid, _ in picked}), "seq IN {seqs:Array(UInt64)}",
                      {"seqs": [seq for _, seq in picked]})
 
-    def expire(self, tenant: str, sids: list[int], cut: int) -> int:
+    def set_ttl(self, plan: ttl.TtlPlan) -> bool:
+        """Give the entries and rollups tables the TTL of `plan` (storage/clickhouse/ttl.py)
+        unless they carry it; whether a statement was sent."""
+        return ttl.apply(self.client, self.db, self.cluster, plan)
+
+    def expire(self, tenant: str, sids: list[int], cut: int, lines: bool = True) -> int:
         """Delete the lines older than `cut` of the tenant's streams `sids`; how many went.
         Each stream's range starts at the cut afterwards (the label APIs bound a stream by
-        it)."""
+        it). With `lines` False the tables' TTL removes the lines (it covers these streams):
+        only the ranges move."""
         removed = 0
         for i in range(0, len(sids), EXPIRE_STREAMS):
             part = sids[i:i + EXPIRE_STREAMS]
-            removed += self._delete(tenant, part, "ts < {cut:Int64}", {"cut": cut})
+            if lines:
+                removed += self._delete(tenant, part, "ts < {cut:Int64}", {"cut": cut})
             kept = [(tenant, sid, labels, cut, last) for sid, labels, last in self.client.query(
                 f"SELECT id, any(labels), max(last_ts) FROM {self.db}.streams "
                 "WHERE id IN {sids:Array(UInt64)} GROUP BY id", {"sids": part})
@@ -119,15 +126,19 @@ class ClickHouseRemoval:
                            [(tenant, sid, m, md, -n, -b) for sid, m, md, n, b in minutes])
         return sum(n for *_, n, _ in minutes)
 
-    def drop_empty(self, tenant: str, sids: list[int]) -> list[int]:
-        """Remove those of the tenant's streams `sids` that hold no line any more, with
-        their postings; the ids removed."""
+    def drop_empty(self, tenant: str, sids: list[int], since: int | None = None) -> list[int]:
+        """Remove those of the tenant's streams `sids` that hold no line any more (none at
+        or after `since`, when given: older ones are the TTL's to remove), with their
+        postings; the ids removed."""
         empty: list[int] = []
+        newer, bound = ("", {}) if since is None else (" AND ts >= {since:Int64}",
+                                                       {"since": since})
         for i in range(0, len(sids), EXPIRE_STREAMS):
             part = sids[i:i + EXPIRE_STREAMS]
             held = {sid for (sid,) in self.client.query(
                 f"SELECT DISTINCT stream_id FROM {self.db}.entries WHERE tenant = {{t:String}} "
-                "AND stream_id IN {sids:Array(UInt64)}", {"t": tenant, "sids": part})}
+                f"AND stream_id IN {{sids:Array(UInt64)}}{newer}",
+                {"t": tenant, "sids": part, **bound})}
             gone = [sid for sid in part if sid not in held]
             if not gone:
                 continue

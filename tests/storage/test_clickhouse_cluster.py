@@ -15,7 +15,8 @@ import sys
 import pytest
 
 from config import ConfigError, config_from_dict
-from storage.clickhouse import cluster
+from storage.clickhouse import cluster, ttl
+from storage.clickhouse.ttl import TtlPlan
 from storage.clickhouse.store import migration_files, migration_statements
 
 CLUSTER = "logs_cluster"
@@ -106,6 +107,21 @@ def test_changes_name_the_local_tables_on_the_cluster():
         f"DELETE FROM {DB}.streams_local ON CLUSTER {CLUSTER} WHERE id IN "
         "({sids:Array(UInt64)})",
         f"OPTIMIZE TABLE {DB}.rollups_local ON CLUSTER {CLUSTER} FINAL"]
+
+
+def test_the_retention_ttl_names_the_local_tables_on_the_cluster():
+    plan = TtlPlan(2 * 86400 * 10**9, {"b": None})
+    sql = ttl.statements(DB, CLUSTER, plan, set())
+    formatted = _formatted(sql)
+    assert [s.split(" (MODIFY ")[0] for s in formatted] == [
+        f"ALTER TABLE {DB}.entries_local ON CLUSTER {CLUSTER}",
+        f"ALTER TABLE {DB}.rollups_local ON CLUSTER {CLUSTER}",
+        f"ALTER TABLE {DB}.entries_local ON CLUSTER {CLUSTER}"]
+    assert formatted[0].endswith("+ toIntervalSecond(172800) WHERE tenant NOT IN ('b'))")
+    assert formatted[2].endswith(f"(MODIFY COMMENT '{ttl.COMMENT_PREFIX}{plan.digest()}')")
+    assert _formatted(ttl.statements(DB, CLUSTER, TtlPlan(None, {}), {"rollups"})) == [
+        f"ALTER TABLE {DB}.rollups_local ON CLUSTER {CLUSTER} (REMOVE TTL)",
+        f"ALTER TABLE {DB}.entries_local ON CLUSTER {CLUSTER} (MODIFY COMMENT '')"]
 
 
 def test_a_statement_without_a_cluster_form_is_refused():

@@ -24,10 +24,17 @@ SHORT, EMPTIED, LONG = 25, 10, 5  # pods under the 2-day rule (the first 10 only
 
 
 def _mutations(store) -> dict[str, int]:
-    """The mutations ClickHouse recorded, by table: a lightweight DELETE is one."""
+    """The mutations ClickHouse recorded, by table: a lightweight DELETE is one. Not those
+    that put a new TTL on the parts already written (_ttl_mutations)."""
     return dict(store.client.query(
         "SELECT table, count() FROM system.mutations WHERE database = {d:String} "
-        "GROUP BY table", {"d": store.db}))
+        "AND command NOT LIKE '%MATERIALIZE TTL%' GROUP BY table", {"d": store.db}))
+
+
+def _ttl_mutations(store) -> dict[str, int]:
+    return dict(store.client.query(
+        "SELECT table, count() FROM system.mutations WHERE database = {d:String} "
+        "AND command LIKE '%MATERIALIZE TTL%' GROUP BY table", {"d": store.db}))
 
 
 def _streams() -> list[tuple[dict, list[int]]]:
