@@ -131,3 +131,21 @@ def until(check, what: str, timeout: float = 45.0):
             return found
         assert time.monotonic() < deadline, f"never reached: {what}"
         time.sleep(0.05)  # polling for a state, with a deadline
+
+
+def run_copy_to_clickhouse(cfg: dict, cfg_file) -> "subprocess.CompletedProcess[str]":
+    """`logstore copy-to-clickhouse` run as a user runs it, with `cfg` written to
+    `cfg_file`; its exit code is asserted 0 and its output returned."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    cfg_file.write_text(yaml.safe_dump(cfg))
+    out = subprocess.run([sys.executable, "-m", "app", "copy-to-clickhouse",
+                          "--config", str(cfg_file)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out

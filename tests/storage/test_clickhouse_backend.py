@@ -18,7 +18,8 @@ import pytest
 import config as config_module
 from app import create_app
 from tests.conftest import LogstoreServer
-from tests.helpers import HEAD_ROWS, JSON_HEADERS, PUSH, now_ns, push_body
+from tests.helpers import (HEAD_ROWS, JSON_HEADERS, PUSH, now_ns, push_body,
+                           run_copy_to_clickhouse)
 from tests.storage_matrix import MatrixClient
 
 NS = 10**9
@@ -201,13 +202,6 @@ def _answers(c, t: int) -> list:
 def test_copy_to_clickhouse_moves_every_line_and_can_run_again(tmp_path):
     """A SQLite data directory (lines sealed and in the head, two tenants) copied with the
     real CLI answers the same on ClickHouse; a second run copies nothing more."""
-    import subprocess
-    import sys
-
-    import yaml
-
-    from tests.conftest import ROOT
-
     t = now_ns() - 600 * NS
     # only /flush seals: the state below is the one asserted, whatever the time of the hour
     sqlite_cfg = {"common": {"path_prefix": str(tmp_path / "data")}, "auth_enabled": True,
@@ -231,14 +225,10 @@ def test_copy_to_clickhouse_moves_every_line_and_can_run_again(tmp_path):
         conn.close()
         assert head == 120 and sealed == 120  # the state: both kinds of storage hold lines
         want = {tenant: _answers(_Tenant(c, tenant), t) for tenant in ("t1", "t2")}
-    cfg_file = tmp_path / "copy.yaml"
-    cfg_file.write_text(yaml.safe_dump({
-        **sqlite_cfg, "storage": {"clickhouse": {"url": f"chdb://{tmp_path / 'ch'}"}}}))
     for run, new in ((1, "240 new"), (2, "0 new")):
-        out = subprocess.run([sys.executable, "-m", "app", "copy-to-clickhouse",
-                              "--config", str(cfg_file)], cwd=ROOT, capture_output=True,
-                             text=True, timeout=120)
-        assert out.returncode == 0, out.stdout + out.stderr
+        out = run_copy_to_clickhouse({
+            **sqlite_cfg, "storage": {"clickhouse": {"url": f"chdb://{tmp_path / 'ch'}"}}},
+            tmp_path / "copy.yaml")
         assert new in out.stdout, out.stdout
         assert "verified: 240 lines in both" in out.stdout, out.stdout
     with _client({**_config(tmp_path), "auth_enabled": True}) as c:

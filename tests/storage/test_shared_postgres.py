@@ -15,7 +15,7 @@ import yaml
 
 import config as config_module
 from tests.conftest import LogstoreServer
-from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body, run_copy_to_clickhouse
 from tests.postgres import start_server
 
 NS = 10**9
@@ -127,13 +127,9 @@ def test_copy_to_clickhouse_moves_the_shared_state_into_postgresql(tmp_path, pos
     rule group and delete request, copied with the real CLI: a cluster node over the copy
     answers the same, the token still signs in, new objects get ids past the copied ones, and
     a second run changes nothing."""
-    import subprocess
-    import sys
-
     from litestar.testing import TestClient
 
     from app import create_app
-    from tests.conftest import ROOT
 
     t = now_ns() - 600 * NS
     base = {"grafana": {"admin_password": "admin"},
@@ -175,14 +171,10 @@ def test_copy_to_clickhouse_moves_the_shared_state_into_postgresql(tmp_path, pos
     cluster = {**base, "storage": {"backend": "clickhouse",
                                    "clickhouse": {"url": f"chdb://{tmp_path / 'ch'}"},
                                    "shared": {"url": postgres_url}}}
-    cfg_file = tmp_path / "copy.yaml"
-    # the cluster's own config, over the data directory the node had
-    cfg_file.write_text(yaml.safe_dump({**cluster, "common": sqlite_cfg["common"]}))
     for _ in range(2):
-        out = subprocess.run([sys.executable, "-m", "app", "copy-to-clickhouse",
-                              "--config", str(cfg_file)], cwd=ROOT, capture_output=True,
-                             text=True, timeout=120)
-        assert out.returncode == 0, out.stdout + out.stderr
+        # the cluster's own config, over the data directory the node had
+        out = run_copy_to_clickhouse({**cluster, "common": sqlite_cfg["common"]},
+                                     tmp_path / "copy.yaml")
         assert "gf_dashboard: 3 rows in SQLite, 3 in PostgreSQL" in out.stdout, out.stdout
         assert "rule_groups: 1 rows in SQLite, 1 in PostgreSQL" in out.stdout, out.stdout
 
