@@ -9,6 +9,7 @@ so calls are serialised here; a server takes them concurrently.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ ASYNC_INSERT = {"async_insert": 1, "wait_for_async_insert": 1}
 CLUSTER_INSERT = {"insert_distributed_sync": 1}
 # what /ready says while the server cannot be reached
 UNREACHABLE = "the log store (ClickHouse) cannot be reached"
+# how long close() waits for the statements still running on the embedded engine
+CLOSE_WAIT_S = 60.0
+
+log = logging.getLogger("logstore.clickhouse")
 
 _decode_rows = msgspec.json.Decoder(list[list[Any]]).decode
 _encode = msgspec.json.Encoder().encode
@@ -102,6 +107,10 @@ class Client:
         self._local = threading.local()    # this thread's chdb connection
         self._connections: list[Any] = []
         self._connections_lock = threading.Lock()
+        # statements running on the embedded engine: close() waits for them, as closing a
+        # connection under a running statement brings the whole process down
+        self._running = 0
+        self._settled = threading.Condition(self._connections_lock)
         self._http: Any = None
 
     # -- connecting -------------------------------------------------------------------------
@@ -130,10 +139,13 @@ class Client:
 
     def close(self) -> None:
         if self._path is not None:
-            with self._connections_lock:
+            with self._settled:
+                self._path = None  # under the lock: no statement starts after this
+                if not self._settled.wait_for(lambda: self._running == 0, CLOSE_WAIT_S):
+                    log.warning("closing the embedded ClickHouse with %d statements still "
+                                "running", self._running)
                 connections, self._connections = self._connections, []
                 self._local = threading.local()
-                self._path = None  # under the lock: no thread connects after this
             for conn in connections:
                 conn.close()
             _Embedded.release()
@@ -201,15 +213,18 @@ class Client:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             import chdb  # imported only by the backend that needs it
+
+            # called with a statement counted as running (_embedded): close() waits for it,
+            # so the directory stays open while this thread connects, and the connection is
+            # among those close() closes
+            path = self._path
+            if path is None:
+                raise ClickHouseError("the ClickHouse store is closed")
+            try:
+                conn = chdb.connect(path)
+            except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
+                raise ClickHouseError(str(exc)) from None
             with self._connections_lock:
-                # a thread still at work while the store closes (a sweep) must not open a
-                # connection after close(): it would keep the engine on its directory
-                if self._path is None:
-                    raise ClickHouseError("the ClickHouse store is closed")
-                try:
-                    conn = chdb.connect(self._path)
-                except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
-                    raise ClickHouseError(str(exc)) from None
                 self._connections.append(conn)
             self._local.conn = conn
         return conn
@@ -217,13 +232,20 @@ class Client:
     def _embedded(self, sql: str, fmt: str, params: dict[str, Any] | None,
                   settings: dict[str, int] | None = None) -> Any:
         """The statement on this thread's chdb connection; chdb's result object."""
-        if self._path is None:
-            raise ClickHouseError("the ClickHouse store is closed")
         if settings:
             sql += " SETTINGS " + ", ".join(f"{k} = {int(v)}" for k, v in settings.items())
+        with self._settled:
+            if self._path is None:
+                raise ClickHouseError("the ClickHouse store is closed")
+            self._running += 1
         try:
             return self._connection().query(sql, fmt, params=_params(params) or None)
         except ClickHouseError:
             raise
         except Exception as exc:  # noqa: BLE001 - chdb raises its own error types
             raise ClickHouseError(str(exc)) from None
+        finally:
+            with self._settled:
+                self._running -= 1
+                if self._running == 0:
+                    self._settled.notify_all()
