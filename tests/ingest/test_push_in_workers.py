@@ -233,6 +233,36 @@ def test_a_worker_lost_mid_push_leaves_the_push_to_the_server(make_server):
     assert _metric(srv.url, "logstore_query_workers_started_total") == 2
 
 
+def test_a_push_waits_for_the_worker_that_prepares_another(make_server):
+    """Every worker preparing a push: the next push waits for one to finish (a worker's
+    push takes milliseconds) rather than taking the server's interpreter from HTTP and the
+    writer; it goes to the worker once that answers."""
+    srv = make_server({**LIMITS, "querier": {"worker_processes": 1}})
+    _start_a_worker(srv)
+    now = time.time_ns()
+    pids = query_worker_pids(group=srv.proc.pid)
+    assert len(pids) == 1, pids
+    with _another_push_in_flight(srv):
+        os.kill(pids[0], signal.SIGSTOP)  # holds the first push until it goes on
+        try:
+            first, first_answer = in_thread(lambda: httpx.post(
+                srv.url + PUSH, content=_json_push(now, 1), headers=JSON, timeout=60))
+            _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
+            second, second_answer = in_thread(lambda: httpx.post(
+                srv.url + PUSH, content=_json_push(now, 2), headers=JSON, timeout=60))
+            _wait_for(lambda: _metric(srv.url, "logstore_query_worker_push_waits") == 1)
+            assert _metric(srv.url, "logstore_query_worker_pushes_total") == 0  # the state
+        finally:
+            os.kill(pids[0], signal.SIGCONT)
+        first.join()
+        second.join()
+    for answer in (first_answer, second_answer):
+        assert isinstance(answer[0], httpx.Response), answer
+        assert answer[0].status_code == 204, answer[0].text
+    assert _metric(srv.url, "logstore_query_worker_pushes_total") == 2  # both in the worker
+    assert _metric(srv.url, "logstore_query_worker_push_waits") == 0
+
+
 def _otlp(now: int, seed: int) -> dict:
     """OTLP/JSON: two resources (index labels from service.name and k8s.pod.name), records
     with attributes (structured metadata) and severities."""
