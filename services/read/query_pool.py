@@ -267,11 +267,10 @@ class QueryPool:
         worker = next((w for w in live if w.ready and not w.busy), None)
         if worker is not None:
             return worker
-        if len(live) < self.size or not all(w.ready for w in live):
-            if len(live) < self.size and all(w.ready for w in live):
-                self._start()  # for the pushes to come: this one is not kept waiting
-            return None
-        if any(w.busy > w.pushing for w in live):
+        all_ready = all(w.ready for w in live)
+        if len(live) < self.size and all_ready:
+            self._start()  # for the pushes to come: this one is not kept waiting
+        if len(live) < self.size or not all_ready or any(w.busy > w.pushing for w in live):
             return None
         waiter = asyncio.get_running_loop().create_future()
         self.push_waiters.append(waiter)

@@ -91,7 +91,6 @@ def _sqlite_counts(conn) -> dict[str, int]:
 
 def copy_to_clickhouse(cfg: Config, say: Callable[[str], None] = print) -> int:
     """The command; its exit code."""
-    from storage.clickhouse import ttl
     from storage.clickhouse.store import ClickHouseLogs, Target
     from storage.clickhouse.ttl import TtlPlan
 
@@ -113,10 +112,9 @@ def copy_to_clickhouse(cfg: Config, say: Callable[[str], None] = print) -> int:
                                  os.environ.get(ch.password_env, ""), ch.cluster))
     try:
         logs.open()
-        if ttl.applied(logs.client, logs.db, ch.cluster):
-            # lines a retention TTL has expired would be dropped as they go in, and the
-            # counts differ: the compactor's next sweep puts the TTL back
-            logs.removal.set_ttl(TtlPlan(None, {}))
+        # lines a retention TTL has expired would be dropped as they go in, and the counts
+        # differ: the compactor's next sweep puts the TTL back
+        if logs.removal.set_ttl(TtlPlan(None, {})):
             say("took the tables' retention TTL away while copying (a node's compactor puts "
                 "it back at its next sweep)")
         want = _sqlite_counts(conn)

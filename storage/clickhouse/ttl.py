@@ -26,10 +26,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Mapping
 
+from logql.model import MINUTE_NS
 from storage.clickhouse import cluster
 
 NS = 10**9
-MINUTE_NS = 60 * NS
 # the last second a DateTime holds is in 2106: seconds are capped below it, so a line
 # stamped far in the future does not wrap around to an early expiry
 LAST_SECOND = 4102444800  # 2100-01-01T00:00:00Z
@@ -94,10 +94,7 @@ def _names(tenants: list[str]) -> str:
 
 def applied(client: Any, db: str, cluster_name: str) -> str:
     """The digest of the plan the tables carry ('' when none was applied)."""
-    name = "entries" + (cluster.LOCAL if cluster_name else "")
-    rows = client.query("SELECT comment FROM system.tables WHERE database = {d:String} "
-                        "AND name = {n:String}", {"d": db, "n": name})
-    comment = rows[0][0] if rows else ""
+    comment = _table_fact(client, db, "entries", cluster_name, "comment")
     return comment[len(COMMENT_PREFIX):] if comment.startswith(COMMENT_PREFIX) else ""
 
 
@@ -132,7 +129,13 @@ def statements(db: str, cluster_name: str, plan: TtlPlan, with_ttl: set[str]) ->
 
 
 def _has_ttl(client: Any, db: str, table: str, cluster_name: str) -> bool:
+    return " TTL " in _table_fact(client, db, table, cluster_name, "engine_full")
+
+
+def _table_fact(client: Any, db: str, table: str, cluster_name: str, column: str) -> str:
+    """A `system.tables` column of the table that holds the data ('' when it is missing):
+    on a cluster, the local one."""
     name = table + (cluster.LOCAL if cluster_name else "")
-    rows = client.query("SELECT engine_full FROM system.tables WHERE database = {d:String} "
+    rows = client.query(f"SELECT {column} FROM system.tables WHERE database = {{d:String}} "
                         "AND name = {n:String}", {"d": db, "n": name})
-    return bool(rows) and " TTL " in rows[0][0]
+    return rows[0][0] if rows else ""
