@@ -1,6 +1,6 @@
-"""Retention on ClickHouse by the tables' TTL (storage/clickhouse/ttl.py): a tenant whose
-every stream expires after one period is left to the TTL, which ClickHouse applies in its
-merges (a test forces one with OPTIMIZE ... FINAL); the compactor sends it no DELETE. The
+"""Retention on ClickHouse by the tables' TTL (storage/clickhouse/ttl.py): the streams under
+their tenant's longest period are left to the TTL, which ClickHouse applies in its merges (a
+test forces one with OPTIMIZE ... FINAL); the compactor sends their lines no DELETE. The
 rules are checked as ClickHouse reads them: which tenants' lines a merge removes, and when
 a line's expiry falls."""
 
