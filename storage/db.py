@@ -39,6 +39,10 @@ CHECKPOINT_PAGES = 1000
 _U32 = struct.Struct("=I")
 
 
+# SQLite VM steps between two deadline checks inside one reader's statement
+PROGRESS_STEPS = 20_000
+
+
 def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> sqlite3.Connection:
     fresh = not readonly and (not os.path.exists(path) or os.path.getsize(path) == 0)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)

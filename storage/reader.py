@@ -21,6 +21,7 @@ from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from logql.reading import LineConditions, Row, ScanCounts, Totals, add_to_groups
 from storage import columns, rollups, scan
 from storage.blocks import counts, sealed
+from storage.db import PROGRESS_STEPS
 from storage.streams import (LabelSets, Matcher, TenantSet, select_stream_ids,
                              select_stream_texts, stream_label_sets, stream_label_values,
                              streams_meeting)
@@ -41,8 +42,6 @@ BY_STREAM_MAX = 64
 LIMITED_FIRST_ROWS = 1000
 # up to this many count edges, the streams without data at any are left out of the edge reads
 EDGE_FILTER_MAX = 16
-# SQLite VM steps between two deadline checks inside one statement
-_PROGRESS_STEPS = 20_000
 
 __all__ = ["LogReader", "LineScan"]
 
@@ -72,7 +71,7 @@ class LogReader:
             yield self
             return
         conn.execute("BEGIN")
-        conn.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+        conn.set_progress_handler(self._past_deadline, PROGRESS_STEPS)
         try:
             yield self
         except sqlite3.OperationalError as exc:

@@ -29,6 +29,8 @@ from typing import Iterator, Sequence
 from logql.errors import QueryTimeout
 from logql.reading import LineConditions, Row, ci_testable
 from storage.blocks.sealed import SealedBlocks
+from storage.entries import newest_head_id
+from storage.second_reader import head_state, second_reader
 from storage.stream_set import stream_condition
 
 FIRST_WINDOW_NS = 60 * 10**9
@@ -153,7 +155,8 @@ def scan_ordered(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
             # a rare needle by the sealed blocks' Bloom filters, or by a sample of the head
             # when too few blocks can tell: the one pass over the head that finds its rows
             # also counts what the stats report
-            held, totals = _tallied_rows(conn, where, whole, lo, hi, cond_params)
+            held, totals = _tallied_rows(conn, where, stream_ids, whole, lo, hi,
+                                         cond_params, deadline)
             progress.head_totals = (lo, hi, *totals)
         else:
             held = _held_rows(conn, where, whole, lo, hi, cond_params)
@@ -257,22 +260,51 @@ _TALLY = ("SELECT count(*), coalesce(sum(length(CAST(line AS BLOB))), 0), "
           "FROM entries WHERE {streams} AND ts >= ? AND ts < ?")
 _BY_IDS = ("SELECT id, stream_id, ts, line, metadata FROM entries "
            "WHERE id IN (SELECT value FROM json_each(?))")
+# from this many streams on, a tally is split in two halves of the streams, one of them on
+# the second reader connection: 20,000 pods' head, 70-80 ms in one statement, 38-64 in two
+SPLIT_STREAMS = 2 * WHOLE_RANGE_STREAMS
 
 
-def _tallied_rows(conn: sqlite3.Connection, where: str, whole: tuple[str, tuple], lo: int,
-                  hi: int, cond_params: Sequence) -> tuple[_HeldRows | None, tuple[int, int]]:
+def _tallied_rows(conn: sqlite3.Connection, where: str, stream_ids: Sequence[int],
+                  whole: tuple[str, tuple], lo: int, hi: int, cond_params: Sequence,
+                  deadline: float | None) -> tuple[_HeldRows | None, tuple[int, int]]:
     """As _held_rows, and the (lines, bytes) of every head row of the streams in [lo, hi),
     from one pass: reading the head's lines once for the needle and once more for the
     stats was most of a rare needle's head work. With no early stop, so only for needles
-    already found rare (by the Bloom filters, or by a sample: _rare_in_sample)."""
-    cond = where.removeprefix(" AND ")
-    streams, stream_params = whole
-    n, size, found = conn.execute(_TALLY.format(cond=cond, streams=streams),
-                                  (*cond_params, *stream_params, lo, hi)).fetchone()
-    hits = found.count(",") + 1 if found else 0
+    already found rare (by the Bloom filters, or by a sample: _rare_in_sample). Over
+    SPLIT_STREAMS streams or more, the second half of them is tallied at the same time on
+    the second reader connection (storage/second_reader.py) when it can take it."""
+    sql = _TALLY.format(cond=where.removeprefix(" AND "), streams="{streams}")
+
+    def tally(c: sqlite3.Connection, part: tuple[str, tuple], bound: str = "",
+              more: tuple = ()) -> tuple[int, int, str | None]:
+        streams, stream_params = part
+        return c.execute(sql.format(streams=streams) + bound,
+                         (*cond_params, *stream_params, lo, hi, *more)).fetchone()
+
+    if len(stream_ids) < SPLIT_STREAMS:
+        parts = [tally(conn, whole)]
+    else:
+        ordered = sorted(stream_ids)
+        first = stream_condition(ordered[:len(ordered) // 2])
+        second = stream_condition(ordered[len(ordered) // 2:])
+        helper = second_reader(conn)
+        other = None
+        if helper is not None:
+            # the helper's snapshot may hold pushes the reader's does not: left out by id
+            newest = newest_head_id(conn)
+            other = helper.submit(lambda c: tally(c, second, " AND id <= ?", (newest,)),
+                                  head_state(conn), deadline)
+        parts = [tally(conn, first)]
+        found = other.result() if other is not None else None
+        parts.append(found if found is not None else tally(conn, second))
+    n = sum(p[0] for p in parts)
+    size = sum(p[1] for p in parts)
+    ids = ",".join(p[2] for p in parts if p[2])
+    hits = ids.count(",") + 1 if ids else 0
     if hits > WINDOW_MAX_ROWS:
         return None, (n, size)
-    rows = conn.execute(_BY_IDS, (f"[{found}]",)).fetchall() if hits else []
+    rows = conn.execute(_BY_IDS, (f"[{ids}]",)).fetchall() if hits else []
     return _HeldRows(rows), (n, size)
 
 

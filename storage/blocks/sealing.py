@@ -165,7 +165,9 @@ def store_block(conn: sqlite3.Connection, stream_id: int, block: B.EncodedBlock,
         raise HeadChanged(f"{len(entry_ids) - cur.rowcount} of the block's rows left the head")
     b = block
     block_id = insert_block(conn, stream_id, b)
-    conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1", (b.max_id,))
+    # `seals`: a second reader's snapshot that missed this seal is not used (second_reader)
+    conn.execute("UPDATE seal_state SET max_id = max(max_id, ?), seals = seals + 1 "
+                 "WHERE id = 1", (b.max_id,))
     return block_id
 
 
