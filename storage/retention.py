@@ -21,6 +21,9 @@ class StreamInfo(NamedTuple):
     labels: dict[str, str]
     first_ts: int   # ns: nothing older is on disk
     last_ts: int
+    # on ClickHouse, the retention rules its lines were stored under (0: none; see
+    # RetentionPolicy.rule_of); lines stored before the rules were recorded count as 0
+    rules: frozenset[int] = frozenset((0,))
 
 
 def stream_labels(conn: sqlite3.Connection) -> dict[int, StreamInfo]:

@@ -133,6 +133,9 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
                         **({"newest": logs.newest_seq} if logs else {}), leases=leases)
     mining = patterns.enabled
     retention = RetentionPolicy(cfg.compactor.retention_enabled, limits)
+    if logs is not None:
+        # each line is stored with the retention_stream rule it falls under, for the TTL
+        logs.rule_of = retention.rule_of
     # the miner's counts follow lines a delete request removed from disk
     deletions = Deletions(db, cfg, limits, requests=shared, refresh=refresh,
                           removed_listeners=[patterns.forget_lines] if mining else [])

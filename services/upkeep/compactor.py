@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+import zlib
+from typing import Any, Callable, Mapping
 
 from config import LimitsConfig
 from logql import parse_selector
@@ -30,6 +31,7 @@ from services.runtime.base import cancel_task
 from services.runtime.limits import Limits
 from services.runtime.metrics import ScrapeCollector, counter, gauge
 from storage import retention
+from storage.retention import StreamInfo
 from storage.shared import Leases
 from storage.blocks import sealing
 from storage.clickhouse.ttl import TtlPlan
@@ -54,20 +56,33 @@ class RetentionPolicy:
             rules = []
             for r in limits.retention_stream:
                 rules.append((r.priority, len(r.selector), -r.period, r.period,
-                              parse_selector(r.selector).matchers))
+                              parse_selector(r.selector).matchers, r.selector))
             # best first: highest priority, then longest selector, then the shorter period
             rules.sort(key=lambda x: (x[0], x[1], x[2]), reverse=True)
             hit = (limits, limits.retention_period,
-                   [(period, matchers) for _, _, _, period, matchers in rules])
+                   [(period, matchers, selector)
+                    for _, _, _, period, matchers, selector in rules])
             self._compiled[id(limits)] = hit
         return hit[1], hit[2]
 
-    def period_of(self, tenant: str, labels: dict[str, str]) -> int:
+    def _rule_for(self, tenant: str, labels: dict[str, str]) -> tuple[int, str | None]:
+        """(period, selector) of the `retention_stream` rule that decides the stream's
+        period; the selector is None when none does (`retention_period`)."""
         default, rules = self._rules_of(tenant)
-        for period, matchers in rules:
+        for period, matchers, selector in rules:
             if all(m.matches(labels.get(m.name, "")) for m in matchers):
-                return period
-        return default
+                return period, selector
+        return default, None
+
+    def period_of(self, tenant: str, labels: dict[str, str]) -> int:
+        return self._rule_for(tenant, labels)[0]
+
+    def rule_of(self, tenant: str, labels: dict[str, str]) -> int:
+        """A number for the tenant's `retention_stream` rule that decides the stream's
+        period, 0 when none does: what a line is stored with on ClickHouse, whose TTL then
+        removes the lines of each rule after its period (storage/clickhouse/ttl.py)."""
+        selector = self._rule_for(tenant, labels)[1]
+        return 0 if selector is None else rule_number(tenant, selector)
 
     def cutoff_of(self, tenant: str, labels: dict[str, str],
                   now: int | None = None) -> int | None:
@@ -80,14 +95,32 @@ class RetentionPolicy:
             return None
         return (self.clock() if now is None else now) - period
 
-    def ttl_plan(self, delay: int) -> TtlPlan:
-        """Which tenants' lines a table TTL may remove on ClickHouse, after their period and
-        `delay` (storage/clickhouse/ttl.py): a tenant whose every stream expires, after its
-        longest period; none while retention is off."""
+    def ttl_plan(self, delay: int, streams: Mapping[int, StreamInfo] | None = None
+                 ) -> TtlPlan:
+        """Which lines a table TTL may remove on ClickHouse, after their period and `delay`
+        (storage/clickhouse/ttl.py): a tenant whose every stream expires, after its longest
+        period; with the `streams` (ClickHouseRemoval.streams), the lines stored under each
+        retention_stream rule, after the longest period any stream stored under it has now
+        (a stream another rule governs now may have a longer one). None while retention is
+        off."""
         if not self.enabled:
             return TtlPlan(None, {})
         return TtlPlan(_ttl_period(self.limits.defaults, delay),
-                       {t: _ttl_period(lc, delay) for t, lc in self.limits.tenants.items()})
+                       {t: _ttl_period(lc, delay) for t, lc in self.limits.tenants.items()},
+                       self._rule_periods(streams or {}, delay))
+
+    def _rule_periods(self, streams: Mapping[int, StreamInfo], delay: int) -> dict[int, int]:
+        keeps: dict[int, list[int]] = {}
+        for info in streams.values():
+            numbers = [n for n in info.rules if n]
+            if not numbers:
+                continue
+            period = self.period_of(info.tenant, info.labels)
+            # a stream kept forever keeps its rules' lines from any TTL
+            keep = period + delay if 0 < period and period + delay < TTL_MAX_NS else 0
+            for number in numbers:
+                keeps.setdefault(number, []).append(keep)
+        return {n: max(found) for n, found in keeps.items() if min(found) > 0}
 
     @property
     def active(self) -> bool:
@@ -96,6 +129,13 @@ class RetentionPolicy:
             return False
         return any(lc.retention_period > 0 or any(r.period > 0 for r in lc.retention_stream)
                    for lc in self.limits.in_force())
+
+
+def rule_number(tenant: str, selector: str) -> int:
+    """1 to 2**31 - 1 for a tenant's rule, from its selector: the same on every node and
+    after a restart. Two rules that share one (1 in 2 billion) share a TTL rule: the longer
+    of their periods, the other's streams then removed by DELETEs."""
+    return (zlib.crc32(f"{tenant}\x00{selector}".encode()) & 0x7FFFFFFF) or 1
 
 
 def _ttl_period(limits: LimitsConfig, delay: int) -> int | None:
@@ -192,7 +232,6 @@ class Compactor:
                          self.last_duration)
             return removed
 
-
     async def _run_once_elsewhere(self) -> int:
         """The sweep over ClickHouse: the same requests and cutoffs, removed there (no
         rollups or blocks to keep whole: the cutoff is exact). The tables' TTL first follows
@@ -202,12 +241,14 @@ class Compactor:
         async with self._lock:
             started = time.perf_counter()
             removal = self.removal
-            plan = self.policy.ttl_plan(self.delay)
-            if await asyncio.to_thread(removal.set_ttl, plan):
-                self.ttl_changes += 1
             if not self.policy.enabled:
+                if await asyncio.to_thread(removal.set_ttl, self.policy.ttl_plan(self.delay)):
+                    self.ttl_changes += 1
                 return 0
             streams = await asyncio.to_thread(removal.streams)
+            plan = self.policy.ttl_plan(self.delay, streams)
+            if await asyncio.to_thread(removal.set_ttl, plan):
+                self.ttl_changes += 1
             removed = 0
             emptied: set[int] = set()
             if self.deletions is not None:
@@ -219,7 +260,11 @@ class Compactor:
                 visible = self.policy.cutoff_of(info.tenant, info.labels, now)
                 if visible is None or info.first_ts >= visible - self.delay:
                     continue
-                by_ttl = plan.period_of(info.tenant) == now - visible + self.delay
+                # the TTL removes the stream's lines when a rule of it covers every line:
+                # its tenant's, or the rule each line was stored under, after this period
+                keep = now - visible + self.delay
+                by_ttl = plan.period_of(info.tenant) == keep or all(
+                    plan.rules_by_number.get(number) == keep for number in info.rules)
                 expiring.setdefault((info.tenant, visible - self.delay, by_ttl),
                                     []).append(sid)
             # (tenant, the oldest line a stream must still hold to stay) -> streams

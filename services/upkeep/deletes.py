@@ -314,9 +314,10 @@ class Deletions:
             query = parse_delete_query(p.query)
             pick = compile_log_query(query).pipeline.match_line
             # a stream without data in the piece's range needs no statement at all
-            sids = [sid for sid, (tenant, labels, first_ts, last_ts) in streams.items()
-                    if tenant == p.tenant and first_ts <= p.end and last_ts >= p.start
-                    and all(m.matches(labels.get(m.name, ""))
+            sids = [sid for sid, info in streams.items()
+                    if info.tenant == p.tenant and info.first_ts <= p.end
+                    and info.last_ts >= p.start
+                    and all(m.matches(info.labels.get(m.name, ""))
                             for m in query.selector.matchers)]
             if removal is not None:
                 removed += await self._remove_elsewhere(removal, p.tenant, sids, p.start,

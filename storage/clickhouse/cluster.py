@@ -10,8 +10,10 @@ With a cluster name, each table of the migrations becomes two, created `ON CLUST
   fold repeats and sums within a shard only.
 
 A materialized view reads the local table it watches and writes the local table of its
-target: a shard's inserts feed that shard's rollups. Lightweight `DELETE` and `OPTIMIZE`
-do not work through a `Distributed` table: they name the local tables `ON CLUSTER`.
+target: a shard's inserts feed that shard's rollups. A column added later goes to the local
+table and to its Distributed one (only the local table orders by it). Lightweight `DELETE`
+and `OPTIMIZE` do not work through a `Distributed` table: they name the local tables `ON
+CLUSTER`.
 
 Without a cluster name every statement is returned as it is (one server, or ClickHouse
 Cloud, which replicates plain tables itself). Nothing here can run Keeper or a second
@@ -37,6 +39,7 @@ REPLICA_PATH = "/clickhouse/tables/{shard}/{database}/{table}"
 _CREATE_TABLE = re.compile(r"^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) \(")
 _ENGINE = re.compile(r"\bENGINE = (\w*MergeTree)(?:\((.*)\))?[ \t]*$", re.M)
 _VIEW = re.compile(r"^CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+)\.(\w+) TO (\w+)\.(\w+) AS")
+_ALTER = re.compile(r"^ALTER TABLE (\w+)\.(\w+)\s+(ADD COLUMN IF NOT EXISTS\s.*)$", re.S)
 
 
 def statements(sql: str, cluster: str) -> list[str]:
@@ -64,6 +67,16 @@ def statements(sql: str, cluster: str) -> list[str]:
         # the view watches the local table of what it selects from
         body = re.sub(rf"\bFROM {db}\.(\w+)", rf"FROM {db}.\1{LOCAL}", body)
         return [head + body]
+    alter = _ALTER.match(sql)
+    if alter:
+        # the local tables hold the column (and order by it), the Distributed one passes
+        # it on
+        db, name, change = alter.groups()
+        added = re.sub(r",\s*MODIFY ORDER BY \(.*\)\s*$", "", change, flags=re.S)
+        return [f"ALTER TABLE {db}.{name}{LOCAL}{on} {change}",
+                f"ALTER TABLE {db}.{name}{on} {added}"]
+    if sql.startswith("DROP VIEW IF EXISTS "):
+        return [sql + on]
     if sql.startswith("INSERT INTO"):
         return [sql]  # through the Distributed tables: every shard's rows, to their shards
     raise ValueError(f"no cluster form for the migration statement: {sql[:80]}")

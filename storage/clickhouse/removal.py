@@ -44,10 +44,11 @@ class ClickHouseRemoval:
         return cluster.changing(self.db, name, self.cluster)
 
     def streams(self) -> dict[int, StreamInfo]:
-        return {sid: StreamInfo(tenant, parse_canonical(text), first, last)
-                for sid, tenant, text, first, last in self.client.query(
-                    f"SELECT id, any(tenant), any(labels), min(first_ts), max(last_ts) "
-                    f"FROM {self.db}.streams GROUP BY id")}
+        return {sid: StreamInfo(tenant, parse_canonical(text), first, last,
+                                frozenset(rules) if rules else frozenset((0,)))
+                for sid, tenant, text, first, last, rules in self.client.query(
+                    f"SELECT id, any(tenant), any(labels), min(first_ts), max(last_ts), "
+                    f"groupUniqArrayArray(rules) FROM {self.db}.streams GROUP BY id")}
 
     def remove(self, tenant: str, sids: list[int], start: int, end: int,
                pick: Callable[[str], bool]) -> dict[int, list[tuple[int, str, int]]]:
@@ -95,17 +96,21 @@ class ClickHouseRemoval:
             part = sids[i:i + EXPIRE_STREAMS]
             if lines:
                 removed += self._delete(tenant, part, "ts < {cut:Int64}", {"cut": cut})
-            kept = [(tenant, sid, labels, cut, last) for sid, labels, last in self.client.query(
-                f"SELECT id, any(labels), max(last_ts) FROM {self.db}.streams "
-                "WHERE id IN {sids:Array(UInt64)} GROUP BY id", {"sids": part})
-                if last >= cut]
+            # the rules its lines were stored under stay with the stream (the sweep asks
+            # whether the TTL of each covers it)
+            kept = [(tenant, sid, labels, cut, last, rules)
+                    for sid, labels, last, rules in self.client.query(
+                        f"SELECT id, any(labels), max(last_ts), groupUniqArrayArray(rules) "
+                        f"FROM {self.db}.streams WHERE id IN {{sids:Array(UInt64)}} "
+                        "GROUP BY id", {"sids": part})
+                    if last >= cut]
             if kept:
                 # min() over a stream's rows cannot rise: its rows are replaced by one
                 self.client.command(f"DELETE FROM {self._table('streams')} "
                                     "WHERE id IN {sids:Array(UInt64)}",
                                     {"sids": [row[1] for row in kept]})
-                self.client.insert(f"{self.db}.streams",
-                                   ("tenant", "id", "labels", "first_ts", "last_ts"), kept)
+                self.client.insert(f"{self.db}.streams", ("tenant", "id", "labels",
+                                                          "first_ts", "last_ts", "rules"), kept)
         return removed
 
     def _delete(self, tenant: str, sids: list[int], condition: str,
@@ -114,16 +119,18 @@ class ClickHouseRemoval:
         them out of the rollups; how many lines went."""
         where = f"tenant = {{t:String}} AND stream_id IN {{sids:Array(UInt64)}} AND {condition}"
         params = {**params, "t": tenant, "sids": sids}
+        # per rule too: a rollup row of one rule only meets the negative totals of its own
         minutes = self.client.query(
             f"SELECT stream_id, ts - positiveModulo(ts, {MINUTE_NS}) AS minute, metadata, "
-            f"count(), sum(bytes) FROM {self.db}.entries WHERE {where} "
-            "GROUP BY stream_id, minute, metadata", params)
+            f"rule, count(), sum(bytes) FROM {self.db}.entries WHERE {where} "
+            "GROUP BY stream_id, minute, metadata, rule", params)
         if not minutes:
             return 0
         self.client.command(f"DELETE FROM {self._table('entries')} WHERE {where}", params)
-        self.client.insert(f"{self.db}.rollups",
-                           ("tenant", "stream_id", "minute", "metadata", "lines", "bytes"),
-                           [(tenant, sid, m, md, -n, -b) for sid, m, md, n, b in minutes])
+        self.client.insert(f"{self.db}.rollups", ("tenant", "stream_id", "minute", "metadata",
+                                                  "rule", "lines", "bytes"),
+                           [(tenant, sid, m, md, rule, -n, -b)
+                            for sid, m, md, rule, n, b in minutes])
         return sum(n for *_, n, _ in minutes)
 
     def drop_empty(self, tenant: str, sids: list[int], since: int | None = None) -> list[int]:

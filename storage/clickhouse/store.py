@@ -35,7 +35,8 @@ T = TypeVar("T")
 log = logging.getLogger("logstore.clickhouse")
 RETRY_SECONDS = 5
 
-ENTRY_COLUMNS = ("tenant", "stream_id", "ts", "hash", "seq", "line", "metadata", "bytes")
+ENTRY_COLUMNS = ("tenant", "stream_id", "ts", "hash", "seq", "line", "metadata", "bytes",
+                 "rule")
 
 
 class LayoutMismatch(StoreUnavailable):
@@ -80,6 +81,9 @@ class ClickHouseLogs:
         # cannot be a duplicate
         self._newest: dict[int, int] = {}
         self._seq = 0
+        # `rule_of(tenant, labels)`: the number of the retention_stream rule a stream's
+        # lines are stored under (RetentionPolicy.rule_of), for the tables' TTL; 0 without
+        self.rule_of: Callable[[str, dict[str, str]], int] | None = None
         self.available = False
         self._opener: asyncio.Task | None = None
 
@@ -237,6 +241,7 @@ class ClickHouseLogs:
                 if sid not in newest:
                     postings.extend((tenant, name, value, sid)
                                     for name, value in ps.labels.items())
+                rule = self.rule_of(tenant, ps.labels) if self.rule_of is not None else 0
                 kept = []
                 for ts, h, line, md in ps.rows:
                     key = (sid, ts, h)
@@ -244,9 +249,11 @@ class ClickHouseLogs:
                         continue
                     seen.add(key)
                     kept.append((ts, h, line, md))
-                    entries.append((tenant, sid, ts, h, seq, line, md or "", utf8_len(line)))
+                    entries.append((tenant, sid, ts, h, seq, line, md or "", utf8_len(line),
+                                    rule))
                     seq += 1
-                stream_rows.append((tenant, sid, ps.canonical, ps.first_ts, ps.last_ts))
+                stream_rows.append((tenant, sid, ps.canonical, ps.first_ts, ps.last_ts,
+                                    [rule]))
                 newest[sid] = max(newest.get(sid, ps.last_ts), ps.last_ts)
                 result.inserted += len(kept)
                 result.duplicates += len(ps.rows) - len(kept)
@@ -257,7 +264,7 @@ class ClickHouseLogs:
         self.client.insert(f"{self.db}.stream_labels", ("tenant", "name", "value", "stream_id"),
                            postings)
         self.client.insert(f"{self.db}.streams", ("tenant", "id", "labels", "first_ts",
-                                                  "last_ts"), stream_rows)
+                                                  "last_ts", "rules"), stream_rows)
         self.client.insert(f"{self.db}.entries", ENTRY_COLUMNS, entries)
         # only once everything is written: a failed batch leaves the writer's knowledge as
         # it was, and a retried push writes the new streams' postings again

@@ -3,16 +3,20 @@
 A lightweight `DELETE` is a mutation that ClickHouse applies to every part it touches; a
 sweep of the compactor sent one for each group of streams sharing a cutoff, every
 `compactor.compaction_interval`. A `TTL ... DELETE` is applied by the merges ClickHouse runs
-anyway. So for every tenant none of whose periods is "forever", the entries and rollups
-tables carry a rule that removes its lines after its longest period, and the compactor
-leaves the streams under that period to it. A stream that a `retention_stream` rule gives a
-shorter period is removed by `DELETE`s as before; reads hide expired lines at once either
-way (services/read/visibility.py).
+anyway. So the entries and rollups tables carry rules that remove:
+- the lines of every tenant none of whose periods is "forever", after its longest period;
+- the lines stored under each `retention_stream` rule (each row records the rule its
+  stream fell under when it was pushed: `rule`, services/upkeep/compactor.py
+  `rule_number`), after the longest period that any stream stored under it has now: a
+  stream that another rule governs since may have a longer one.
+The compactor leaves a stream to the TTL when a rule covers each of its lines at the
+stream's own period; any other stream's expired lines are removed by `DELETE`s as before.
+Reads hide expired lines at once either way (services/read/visibility.py).
 
 The rules only ever remove what the compactor would remove:
 - a line goes when the whole minute it is in ended `period + retention_delete_delay` ago:
-  never one a read still shows, and the rollups lose the same whole minutes, so the counts
-  of a minute that a cutoff cuts stay those of its lines;
+  never one a read still shows, and the rollups (a row per rule too) lose the same whole
+  minutes, so the counts of a minute that a cutoff cuts stay those of its lines;
 - a tenant with its own limits (runtime overrides) has a rule naming it; every other tenant
   falls under the rule of `limits_config`.
 
@@ -49,22 +53,33 @@ class TtlPlan:
     deletion delay included) of every tenant without limits of its own, None when they
     keep some lines forever; `tenants`: the same for each tenant that has its own limits."""
 
-    def __init__(self, default: int | None, tenants: Mapping[str, int | None]):
+    def __init__(self, default: int | None, tenants: Mapping[str, int | None],
+                 rules: Mapping[int, int] | None = None):
         self.default = default
         self.tenants = dict(tenants)
+        # retention_stream rule number -> period (ns, the delay included) after which the
+        # entries stored under that rule go (the compactor's choice: the longest any stream
+        # stored under it has now)
+        self.rules_by_number = dict(rules or {})
 
     def period_of(self, tenant: str) -> int | None:
         return self.tenants[tenant] if tenant in self.tenants else self.default
 
     def rules(self, minute_end: str) -> list[str]:
         """The TTL rules over a table whose minute end (seconds) is `minute_end`: one per
-        period of the tenants with their own limits, then the default's for the rest."""
+        period of the retention_stream rules (the `rule` each row was stored under), one
+        per period of the tenants with their own limits, then the default's for the rest."""
+        numbers: dict[int, list[int]] = {}
+        for number, period in sorted(self.rules_by_number.items()):
+            numbers.setdefault(period, []).append(number)
+        out = [_rule(minute_end, period, f"rule IN ({', '.join(map(str, found))})")
+               for period, found in sorted(numbers.items())]
         by_period: dict[int, list[str]] = {}
         for tenant, period in sorted(self.tenants.items()):
             if period is not None:
                 by_period.setdefault(period, []).append(tenant)
-        out = [_rule(minute_end, period, f"tenant IN ({_names(names)})")
-               for period, names in sorted(by_period.items())]
+        out += [_rule(minute_end, period, f"tenant IN ({_names(names)})")
+                for period, names in sorted(by_period.items())]
         if self.default is not None:
             out.append(_rule(minute_end, self.default,
                              f"tenant NOT IN ({_names(sorted(self.tenants))})"
@@ -77,6 +92,8 @@ class TtlPlan:
         if not self.rules("m"):
             return ""
         text = repr((self.default, sorted(self.tenants.items())))
+        if self.rules_by_number:
+            text += repr(sorted(self.rules_by_number.items()))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -79,9 +79,21 @@ def test_every_migration_has_a_cluster_form_clickhouse_parses():
     assert "ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', " \
            "'{replica}', (lines, bytes))" in " ".join(formatted)
     assert [s for s in formatted if "INDEX line_tokens" in s and "entries_local" in s]
-    (view,) = [s for s in formatted if s.startswith("CREATE MATERIALIZED VIEW")]
-    assert f"{DB}.rollups_mv ON CLUSTER {CLUSTER} TO {DB}.rollups_local" in view
-    assert f"FROM {DB}.entries_local" in view
+    # the view, and the view again with each line's retention rule (0003)
+    views = [s for s in formatted if s.startswith("CREATE MATERIALIZED VIEW")]
+    assert len(views) == 2
+    for view in views:
+        assert f"{DB}.rollups_mv ON CLUSTER {CLUSTER} TO {DB}.rollups_local" in view
+        assert f"FROM {DB}.entries_local" in view
+    assert f"DROP VIEW IF EXISTS {DB}.rollups_mv ON CLUSTER {CLUSTER}" in formatted
+    # a column goes to the local table and its Distributed one; only the local table is
+    # ordered by it
+    added = [s for s in formatted if s.startswith(f"ALTER TABLE {DB}.rollups")]
+    assert added == [
+        f"ALTER TABLE {DB}.rollups_local ON CLUSTER {CLUSTER} (ADD COLUMN IF NOT EXISTS "
+        "`rule` UInt32), (MODIFY ORDER BY (tenant, stream_id, minute, metadata, rule))",
+        f"ALTER TABLE {DB}.rollups ON CLUSTER {CLUSTER} (ADD COLUMN IF NOT EXISTS `rule` "
+        "UInt32)"]
     assert "ReplicatedReplacingMergeTree('/clickhouse/tables/all/{database}/schema_version'" \
         in formatted[-1]
 
@@ -212,7 +224,7 @@ def test_the_distributed_tables_take_the_local_tables_columns(tmp_path):
                        .replace("MergeTree()", "MergeTree"))
             run.append(distributed.replace(f" ON CLUSTER {CLUSTER}", ""))
         else:
-            run.append(generated[0].replace(f" ON CLUSTER {CLUSTER}", ""))
+            run += [g.replace(f" ON CLUSTER {CLUSTER}", "") for g in generated]
     tables = _run_knowing_the_cluster(tmp_path, run)
     for name in ("streams", "stream_labels", "entries", "rollups"):
         assert tables[name][0] == "Distributed"

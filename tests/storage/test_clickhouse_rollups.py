@@ -13,7 +13,7 @@ import re
 import pytest
 
 import storage.clickhouse.store as store_module
-from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body
+from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body, without_retention_rules
 from tests.storage.test_clickhouse_backend import _client, _config
 
 NS = 10**9
@@ -145,8 +145,10 @@ def test_a_database_written_before_the_rollups_answers_the_same_after_the_upgrad
     with monkeypatch.context() as m:
         m.setattr(store_module, "migration_files", lambda: first)
         with _client(cfg) as c:
-            _push(c)
             store = c.app.state.services.querier.store
+            # as a release of schema 0001 wrote: no retention rule of a line or stream
+            m.setattr(store.client, "insert", without_retention_rules(store.client.insert))
+            _push(c)
             # the state: schema 0001 only, every line stored, no rollups table
             assert store.client.query(f"SELECT version FROM {store.db}.schema_version") \
                 == [[1]]
@@ -157,7 +159,7 @@ def test_a_database_written_before_the_rollups_answers_the_same_after_the_upgrad
     with _client(cfg) as c:
         store = c.app.state.services.querier.store
         assert store.client.query(
-            f"SELECT version FROM {store.db}.schema_version ORDER BY version") == [[1], [2]]
+            f"SELECT version FROM {store.db}.schema_version ORDER BY version") == [[1], [2], [3]]
         assert _counts(c) == _series({"a": 10, "b": 3})
         stats, _ = _index(c)
         assert stats["entries"] == 78

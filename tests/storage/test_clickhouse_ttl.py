@@ -9,7 +9,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from config import LimitsConfig
+from config import LimitsConfig, RetentionStream
+from services.upkeep.compactor import rule_number
 from storage.clickhouse import ttl
 from storage.clickhouse.ttl import TtlPlan
 from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body, run_copy_to_clickhouse
@@ -222,3 +223,76 @@ def test_copy_to_clickhouse_takes_a_ttl_away_so_no_copied_line_is_dropped(tmp_pa
         c.blocking_portal.call(ctx.compactor.run_once)
         assert ttl.applied(store.client, store.db, "") == \
             ctx.compactor.policy.ttl_plan(ctx.compactor.delay).digest()
+
+
+def _entry_deletes(store) -> int:
+    return _mutations(store).get("entries", 0)
+
+
+def test_lines_of_a_shorter_stream_rule_are_left_to_the_ttl_of_that_rule(tmp_path):
+    """A tenant keeps 30 days, `{app="debug"}` 2 days: each line is stored with the rule it
+    falls under, and the TTL removes a rule's lines after its period, so the sweep sends
+    no DELETE for them. When a stream stored under that rule is governed by a longer one
+    later (a new rule of higher priority), the rule's TTL keeps the longest such period and
+    the other streams of the rule are deleted by DELETEs again."""
+    debug = {"selector": '{app="debug"}', "priority": 1, "period": "2d"}
+    cfg = {**_config(tmp_path),
+           "limits_config": {"reject_old_samples": False, "retention_period": "30d",
+                             "retention_stream": [debug]},
+           "compactor": {"retention_enabled": True, "retention_delete_delay": "0s"}}
+    with _client(cfg) as c:
+        ctx = c.app.state.services
+        c.blocking_portal.call(ctx.compactor.stop)  # the test runs the sweeps
+        store = ctx.querier.store
+        policy = ctx.compactor.policy
+        for pod, app in (("d1", "debug"), ("d2", "debug"), ("w", "web")):
+            _push(c, None, {"app": app, "pod": pod}, [3 * D, H])
+        number = rule_number("fake", '{app="debug"}')
+        stored = dict(store.client.query(
+            f"SELECT stream_id, groupUniqArray(rule) FROM {store.db}.entries "
+            "GROUP BY stream_id"))
+        # the state: every line on disk, the debug pods' stored under the rule
+        assert sorted(map(sorted, stored.values())) == [[0], [number], [number]]
+        assert store.rows() == 6 and _entry_deletes(store) == 0
+
+        assert c.blocking_portal.call(ctx.compactor.run_once) == 0
+        assert _entry_deletes(store) == 0
+        engine = store.client.query("SELECT engine_full FROM system.tables WHERE "
+                                    "database = {d:String} AND name = 'entries'",
+                                    {"d": store.db})[0][0]
+        assert f"WHERE rule IN ({number})" in engine
+        _merge(store)
+        assert sorted(_left(store)["fake"]) == ["d1 1h", "d2 1h", "w 1h", "w 72h"]
+
+        # pod d1 is now kept 10 days by a rule of its own; its lines stored under the
+        # debug rule must stay as long, so the debug rule's TTL keeps 10 days from the next
+        # sweep on, and an expired line of d2 stored after it goes by DELETE
+        d1 = {"selector": '{pod="d1"}', "priority": 5, "period": "10d"}
+        policy.limits.defaults = msgspec.structs.replace(
+            policy.limits.defaults, retention_stream=[
+                RetentionStream(selector=r["selector"], priority=r["priority"],
+                                period=int(r["period"][:-1]) * D) for r in (debug, d1)])
+        assert c.blocking_portal.call(ctx.compactor.run_once) == 0
+        plan = policy.ttl_plan(0, store.removal.streams())
+        assert plan.rules_by_number == {number: 10 * D}
+        assert ttl.applied(store.client, store.db, "") == plan.digest()
+        for pod in ("d1", "d2"):
+            _push(c, None, {"app": "debug", "pod": pod}, [3 * D - H])
+        assert store.rows() == 6  # the state: both lines kept on the way in
+        assert c.blocking_portal.call(ctx.compactor.run_once) == 1
+        assert _entry_deletes(store) == 1
+        _merge(store)
+        assert sorted(_left(store)["fake"]) == ["d1 1h", "d1 71h", "d2 1h", "w 1h", "w 72h"]
+        r = c.get("/logstore/api/v1/query", params={
+            "query": 'sum by (pod) (count_over_time({app=~".+"}[4d]))', "time": str(NOW)})
+        assert {s["metric"]["pod"]: s["value"][1] for s in r.json()["data"]["result"]} == {
+            "d1": "2", "d2": "1", "w": "2"}
+
+        # eleven days on for the compactor (ClickHouse's clock, the TTL's, stays): every
+        # debug line has expired and is still on disk; d1's are the TTL's (10 days under
+        # both of its rules), d2's goes by DELETE
+        policy.clock = lambda: NOW + 11 * D
+        deletes = _entry_deletes(store)
+        assert c.blocking_portal.call(ctx.compactor.run_once) == 1
+        assert _entry_deletes(store) == deletes + 1
+        assert sorted(_left(store)["fake"]) == ["d1 1h", "d1 71h", "w 1h", "w 72h"]

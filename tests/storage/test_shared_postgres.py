@@ -15,7 +15,8 @@ import yaml
 
 import config as config_module
 from tests.conftest import LogstoreServer
-from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body, run_copy_to_clickhouse
+from tests.helpers import (JSON_HEADERS, PUSH, now_ns, push_body, run_copy_to_clickhouse,
+                           without_retention_rules)
 from tests.postgres import start_server
 
 NS = 10**9
@@ -229,6 +230,8 @@ def test_nodes_starting_together_migrate_clickhouse_one_after_the_other(
     with monkeypatch.context() as m:
         m.setattr(store_module, "migration_files", lambda: first)
         with TestClient(create_app(config_module.config_from_dict(data))) as c:
+            client = c.app.state.services.querier.store.client
+            m.setattr(client, "insert", without_retention_rules(client.insert))
             r = c.post(PUSH, content=push_body({"app": "a"}, [[str(t + i), f"l{i}"]
                                                               for i in range(5)]),
                        headers=JSON_HEADERS)
@@ -251,7 +254,7 @@ def test_nodes_starting_together_migrate_clickhouse_one_after_the_other(
             assert store.client.query(
                 f"SELECT version FROM {store.db}.schema_version") == [[1]]
         opener.join(60)
-        assert applied == ["0002_rollups.sql"]
+        assert applied == ["0002_rollups.sql", "0003_retention_rules.sql"]
         assert store.client.query(f"SELECT sum(lines) FROM {store.db}.rollups") == [[5]]
     finally:
         store.close()
