@@ -46,9 +46,16 @@ def stream_condition(stream_ids: Iterable[int], column: str = "stream_id",
 def id_runs(stream_ids: Collection[int]) -> list[tuple[int, int]] | None:
     """The ids as (first, last) runs of consecutive numbers, or None when they are more
     than MAX_RUNS."""
-    ids = np.unique(np.fromiter(stream_ids, dtype=np.int64, count=len(stream_ids)))
+    ids = np.fromiter(stream_ids, dtype=np.int64, count=len(stream_ids))
     if ids.size == 0:
         return None
+    # sorted, repeats left out: np.unique hashes first (numpy 2), 4 ms for 20,000 ids
+    # against 1.4 for a sort (most of which is reading the list)
+    ids.sort()
+    keep = np.empty(ids.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=keep[1:])
+    ids = ids[keep]
     breaks = np.flatnonzero(np.diff(ids) != 1)
     if breaks.size >= MAX_RUNS:
         return None
