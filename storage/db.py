@@ -21,8 +21,10 @@ import struct
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TypeVar
 
+from logql.errors import QueryTimeout
 from storage.dir_lock import DataDirLock
 
 log = logging.getLogger("logstore.db")
@@ -41,6 +43,26 @@ _U32 = struct.Struct("=I")
 
 # SQLite VM steps between two deadline checks inside one reader's statement
 PROGRESS_STEPS = 20_000
+
+
+@contextmanager
+def under_deadline(conn: sqlite3.Connection,
+                   past_deadline: Callable[[], bool] | None) -> Iterator[None]:
+    """The block's statements on a reader connection: one still running once
+    `past_deadline()` says so is interrupted, and the block ends with QueryTimeout (none
+    without a deadline). The read transaction still open at the end is closed."""
+    if past_deadline is not None:
+        conn.set_progress_handler(past_deadline, PROGRESS_STEPS)
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc) and past_deadline is not None and past_deadline():
+            raise QueryTimeout() from None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 def connect(path: str, *, readonly: bool = False, synchronous: str = "full") -> sqlite3.Connection:

@@ -21,7 +21,7 @@ from logql.model import MINUTE_NS, TS_MAX, TS_MIN, Needle
 from logql.reading import LineConditions, Row, ScanCounts, Totals, add_to_groups
 from storage import columns, rollups, scan
 from storage.blocks import counts, sealed
-from storage.db import PROGRESS_STEPS
+from storage.db import under_deadline
 from storage.streams import (LabelSets, Matcher, TenantSet, select_stream_ids,
                              select_stream_texts, stream_label_sets, stream_label_values,
                              streams_meeting)
@@ -71,17 +71,8 @@ class LogReader:
             yield self
             return
         conn.execute("BEGIN")
-        conn.set_progress_handler(self._past_deadline, PROGRESS_STEPS)
-        try:
+        with under_deadline(conn, self._past_deadline):
             yield self
-        except sqlite3.OperationalError as exc:
-            if "interrupted" in str(exc) and self._past_deadline():
-                raise QueryTimeout() from None
-            raise
-        finally:
-            conn.set_progress_handler(None, 0)
-            if conn.in_transaction:
-                conn.execute("COMMIT")
 
     def _past_deadline(self) -> bool:
         return self.cancelled or (self.deadline is not None

@@ -25,8 +25,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, TypeVar
 
-from logql.errors import QueryTimeout
-from storage.db import PROGRESS_STEPS, connect
+from storage.db import connect, under_deadline
 
 T = TypeVar("T")
 
@@ -69,7 +68,7 @@ class SecondReader:
             self._conn = connect(self.path, readonly=True)
         conn = self._conn
         conn.execute("BEGIN")
-        return conn, conn.execute(_HEAD_STATE).fetchone()
+        return conn, head_state(conn)
 
     def _run(self, fn: Callable[[sqlite3.Connection], T], head: tuple[int, int],
              deadline: float | None) -> T | None:
@@ -81,22 +80,12 @@ class SecondReader:
                 conn.close()
                 self._conn = None
                 conn, state = self._begin()
-            try:
+            past = None if deadline is None else (lambda: time.monotonic() > deadline)
+            with under_deadline(conn, past):
                 if tuple(state) != tuple(head):
                     return None
-                if deadline is not None:
-                    conn.set_progress_handler(lambda: time.monotonic() > deadline,
-                                              PROGRESS_STEPS)
                 self.statements += 1
                 return fn(conn)
-            except sqlite3.OperationalError as exc:
-                if "interrupted" in str(exc):
-                    raise QueryTimeout() from None
-                raise
-            finally:
-                conn.set_progress_handler(None, 0)
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
         finally:
             self._busy.release()
 
