@@ -49,9 +49,10 @@ TABLES = {"entries": _ENTRY_MINUTE_END, "rollups": _ROLLUP_MINUTE_END}
 
 
 class TtlPlan:
-    """Which tenants' lines a TTL removes, after how long. `default`: the period (ns, the
-    deletion delay included) of every tenant without limits of its own, None when they
-    keep some lines forever; `tenants`: the same for each tenant that has its own limits."""
+    """Which lines a TTL removes, after how long. `default`: the period (ns, the deletion
+    delay included) of every tenant without limits of its own, None when they keep some
+    lines forever; `tenants`: the same for each tenant that has its own limits; `rules`:
+    the same for the lines stored under each retention_stream rule, by its number."""
 
     def __init__(self, default: int | None, tenants: Mapping[str, int | None],
                  rules: Mapping[int, int] | None = None):
@@ -69,17 +70,10 @@ class TtlPlan:
         """The TTL rules over a table whose minute end (seconds) is `minute_end`: one per
         period of the retention_stream rules (the `rule` each row was stored under), one
         per period of the tenants with their own limits, then the default's for the rest."""
-        numbers: dict[int, list[int]] = {}
-        for number, period in sorted(self.rules_by_number.items()):
-            numbers.setdefault(period, []).append(number)
-        out = [_rule(minute_end, period, f"rule IN ({', '.join(map(str, found))})")
-               for period, found in sorted(numbers.items())]
-        by_period: dict[int, list[str]] = {}
-        for tenant, period in sorted(self.tenants.items()):
-            if period is not None:
-                by_period.setdefault(period, []).append(tenant)
+        out = [_rule(minute_end, period, f"rule IN ({', '.join(map(str, numbers))})")
+               for period, numbers in _by_period(self.rules_by_number)]
         out += [_rule(minute_end, period, f"tenant IN ({_names(names)})")
-                for period, names in sorted(by_period.items())]
+                for period, names in _by_period(self.tenants)]
         if self.default is not None:
             out.append(_rule(minute_end, self.default,
                              f"tenant NOT IN ({_names(sorted(self.tenants))})"
@@ -95,6 +89,16 @@ class TtlPlan:
         if self.rules_by_number:
             text += repr(sorted(self.rules_by_number.items()))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _by_period(periods: Mapping[Any, int | None]) -> list[tuple[int, list]]:
+    """(period, the sorted keys that have it), shortest period first; keys whose period
+    is None (forever) left out."""
+    found: dict[int, list] = {}
+    for key, period in sorted(periods.items()):
+        if period is not None:
+            found.setdefault(period, []).append(key)
+    return sorted(found.items())
 
 
 def _rule(minute_end: str, period: int, where: str) -> str:
