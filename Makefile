@@ -20,16 +20,18 @@ $(VENV)/.created:
 	touch $@
 
 # one stamp per set of extras: `make run` installs the runtime alone, `make test` adds the test
-# extras, `make dist`/`make bench` the dev ones (shiv, drain3)
-$(VENV)/.installed-run: pyproject.toml $(VENV)/.created
+# extras, `make dist`/`make bench` the dev ones (shiv, drain3). Each install also compiles
+# the C loops of a push (services/ingest/_linescan.c) in place, so a changed .c reinstalls.
+NATIVE := services/ingest/_linescan.c
+$(VENV)/.installed-run: pyproject.toml $(NATIVE) $(VENV)/.created
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml $(VENV)/.created
+$(VENV)/.installed-test: pyproject.toml $(NATIVE) $(VENV)/.created
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.created
+$(VENV)/.installed-dev: pyproject.toml $(NATIVE) $(VENV)/.created
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 

@@ -144,6 +144,11 @@ def missing_needs() -> list[str]:
         out.append("PostgreSQL (pg_ctl not found: apt-get install -y postgresql)")
     if not LOGHUB.is_dir():
         out.append(f"the loghub corpus ({LOGHUB}: ../shared beside the checkout)")
+    from services.ingest.levels import linescan
+
+    if linescan is None:
+        out.append("services/ingest/_linescan.c, not built (pip install -e . builds it; it "
+                   "needs gcc, Python's headers and zlib1g-dev)")
     return out
 
 

@@ -21,7 +21,7 @@ import msgspec
 from config import LimitsConfig
 from logql.model import canonical_labels, label_pairs_string
 from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_label_set
-from services.ingest.levels import LevelDetector, normalise_level
+from services.ingest.levels import LevelDetector, linescan, normalise_level
 from services.runtime.errors import PlainError
 from storage.entries import AppendResult, PreparedStream, pack_rows, tally
 
@@ -305,23 +305,31 @@ class Preparer:
         lo, hi = min(tss), max(tss)
         if hi > newest_ok or (oldest_ok is not None and lo < oldest_ok) or any(mds):
             return False
-        datas = [line.encode("utf-8", "surrogatepass") for line in lines]
-        sizes = list(map(len, datas))
-        if 0 < lim.max_line_size < max(sizes):
-            return False
+        # the metadata's bytes: one for every line, or a list of them
+        md_bytes: bytes | list[bytes]
         if levels is None:
-            md_texts, md_bytes = repeat(None), repeat(b"")
+            md_texts, md_bytes = repeat(None), b""
         else:
             found = [stream_level] * len(lines) if stream_level else \
                 levels.from_lines(lines)
             texts = {level: self._level_text(level) for level in set(found)}
             md_texts = [texts[level] for level in found]
             if len(texts) == 1:
-                md_bytes = repeat(md_texts[0].encode())
+                md_bytes = md_texts[0].encode()
             else:
                 encoded = {level: text.encode() for level, text in texts.items()}
                 md_bytes = [encoded[level] for level in found]
-        ps.rows.extend(zip(tss, entry_hashes(datas, md_bytes), lines, md_texts))
+        hashed = linescan.hashes(lines, md_bytes) if linescan is not None else None
+        if hashed is None:  # no C loops, or a line with a lone surrogate
+            datas = [line.encode("utf-8", "surrogatepass") for line in lines]
+            sizes = list(map(len, datas))
+            hashes = entry_hashes(datas, repeat(md_bytes) if md_bytes.__class__ is bytes
+                                  else md_bytes)
+        else:
+            hashes, sizes = hashed
+        if 0 < lim.max_line_size < max(sizes):
+            return False
+        ps.rows.extend(zip(tss, hashes, lines, md_texts))
         if ps.tallies is not None:
             tally(ps.tallies, tss, md_texts, sizes)
         first, last = ps.first_ts or None, ps.last_ts or None
@@ -329,7 +337,7 @@ class Preparer:
         ps.last_ts = hi if last is None or hi > last else last
         total = sum(sizes)
         ps.size += total
-        outcome.accepted_lines += len(datas)
+        outcome.accepted_lines += len(sizes)
         outcome.accepted_bytes += total
         return True
 

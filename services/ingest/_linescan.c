@@ -1,0 +1,286 @@
+/* The per-line loops of a push's validation in C: level detection (levels.py) and the
+ * lines' content hashes with their UTF-8 sizes (prepare.py). Optional: without this module
+ * the Python code does the same, and tests/ingest/test_linescan.py holds both to one
+ * answer. Each function answers exactly as its Python twin or returns None for a line (or
+ * a list) it does not take: the caller then uses the Python code for it. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+#include <zlib.h>
+
+#define MAX_WORDS 64
+#define MAX_NORMALISED 16 /* longer values are in no level table: no lookup */
+
+/* logfmt_edge and value_end: `[\s,;]` and `[\s"]` of the logfmt pattern (levels.py) */
+static unsigned char logfmt_edge[256], value_end[256], lower[256];
+
+typedef struct {
+    unsigned char left[256], right[256]; /* the keyword scan's word boundaries */
+} Edges;
+
+/* str.isspace() of an ASCII character, which is what Python's `\s` and strip() use */
+static int is_space(unsigned char c) {
+    return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f);
+}
+
+static void init_tables(void) {
+    for (int c = 0; c < 256; c++) {
+        lower[c] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : (unsigned char)c;
+        logfmt_edge[c] = is_space((unsigned char)c) || c == ',' || c == ';';
+        value_end[c] = is_space((unsigned char)c) || c == '"';
+    }
+}
+
+/* one table of the characters of an ASCII str */
+static int edge_of(PyObject *chars, unsigned char *table) {
+    Py_ssize_t n;
+    const char *text = PyUnicode_Check(chars) && PyUnicode_IS_ASCII(chars)
+        ? PyUnicode_AsUTF8AndSize(chars, &n) : NULL;
+    if (text == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "edges must be ASCII str");
+        return -1;
+    }
+    memset(table, 0, 256);
+    for (Py_ssize_t i = 0; i < n; i++) table[(unsigned char)text[i]] = 1;
+    return 0;
+}
+
+typedef struct {
+    const char *text[MAX_WORDS];
+    Py_ssize_t len[MAX_WORDS];
+    int n;
+} Words;
+
+/* a tuple of ASCII str, in the order their alternation tries them */
+static int words_of(PyObject *tuple, Words *out) {
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > MAX_WORDS) {
+        PyErr_SetString(PyExc_TypeError, "a tuple of at most 64 str expected");
+        return -1;
+    }
+    out->n = (int)PyTuple_GET_SIZE(tuple);
+    for (int i = 0; i < out->n; i++) {
+        PyObject *w = PyTuple_GET_ITEM(tuple, i);
+        if (!PyUnicode_Check(w) || !PyUnicode_IS_ASCII(w)) {
+            PyErr_SetString(PyExc_TypeError, "words must be ASCII str");
+            return -1;
+        }
+        out->text[i] = PyUnicode_AsUTF8AndSize(w, &out->len[i]);
+        if (out->text[i] == NULL) return -1;
+    }
+    return 0;
+}
+
+/* s[at:at+len] lowercased equals word (already lowercase) */
+static int lower_equals(const unsigned char *s, const char *word, Py_ssize_t len) {
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (lower[s[i]] != (unsigned char)word[i]) return 0;
+    return 1;
+}
+
+/* the keyword scan: index of the word found leftmost (the longer first at one place), -1 */
+static int keyword_at(const unsigned char *s, Py_ssize_t n, const Words *kw, const Edges *ed) {
+    for (Py_ssize_t p = -1; p < n; p++) {
+        if (p >= 0 && !ed->left[s[p]]) continue;
+        for (int k = 0; k < kw->n; k++) {
+            Py_ssize_t end = p + 1 + kw->len[k];
+            if (end > n || !lower_equals(s + p + 1, kw->text[k], kw->len[k])) continue;
+            if (end == n || ed->right[s[end]]) return k;
+        }
+    }
+    return -1;
+}
+
+/* the logfmt search: 1 and the value's span when `<name>=<value>` is found with a value,
+ * 0 when the first `<name>=` has an empty one or there is none (the keyword scan decides) */
+static int logfmt_value(const unsigned char *s, Py_ssize_t n, const Words *names,
+                        Py_ssize_t *vs, Py_ssize_t *ve) {
+    for (Py_ssize_t p = -1; p < n; p++) {
+        if (p >= 0 && !logfmt_edge[s[p]]) continue;
+        for (int k = 0; k < names->n; k++) {
+            Py_ssize_t eq = p + 1 + names->len[k];
+            if (eq >= n || s[eq] != '=' ||
+                !lower_equals(s + p + 1, names->text[k], names->len[k])) continue;
+            Py_ssize_t q = eq + 1, e = q;
+            if (q < n && s[q] == '"') {
+                const unsigned char *close = memchr(s + q + 1, '"', (size_t)(n - q - 1));
+                if (close != NULL) {
+                    *vs = q + 1;
+                    *ve = close - s;
+                    return *ve > *vs;
+                }
+                return 0; /* no closing quote: the bare alternative, empty at the quote */
+            }
+            while (e < n && !value_end[s[e]]) e++;
+            *vs = q;
+            *ve = e;
+            return e > q;
+        }
+    }
+    return 0;
+}
+
+/* normalise_level(): the known name's level, else the value as written */
+static PyObject *normalised(const unsigned char *v, Py_ssize_t len, PyObject *table) {
+    if (len <= MAX_NORMALISED) {
+        char low[MAX_NORMALISED];
+        for (Py_ssize_t i = 0; i < len; i++) low[i] = (char)lower[v[i]];
+        PyObject *key = PyUnicode_FromStringAndSize(low, len);
+        if (key == NULL) return NULL;
+        PyObject *found = PyDict_GetItemWithError(table, key);
+        Py_DECREF(key);
+        if (found != NULL) return Py_NewRef(found);
+        if (PyErr_Occurred()) return NULL;
+    }
+    return PyUnicode_FromStringAndSize((const char *)v, len);
+}
+
+static int json_shaped(const unsigned char *s, Py_ssize_t n) {
+    if (memchr(s, '{', (size_t)n) == NULL) return 0;
+    Py_ssize_t a = 0, b = n;
+    while (a < b && is_space(s[a])) a++;
+    while (b > a && is_space(s[b - 1])) b--;
+    return b > a && s[a] == '{' && s[b - 1] == '}';
+}
+
+PyDoc_STRVAR(levels_doc,
+"levels(lines, names, table, left, right, keywords, keyword_levels, unknown) -> list\n\n"
+"LevelDetector.from_line of each line for ASCII lines that are not JSON objects; None\n"
+"for the others. names: the lowercase logfmt field names, longest first; table:\n"
+"normalise_level's; left and right: the characters before and after a keyword;\n"
+"keywords and keyword_levels: the keyword scan's words in the order it tries them and\n"
+"the level of each; unknown: the level when nothing is found.");
+
+static PyObject *levels(PyObject *self, PyObject *args) {
+    PyObject *given, *names_t, *table, *left, *right, *keywords_t, *keyword_levels, *unknown;
+    if (!PyArg_ParseTuple(args, "OO!O!OOO!O!O", &given, &PyTuple_Type, &names_t, &PyDict_Type,
+                          &table, &left, &right, &PyTuple_Type, &keywords_t, &PyTuple_Type,
+                          &keyword_levels, &unknown))
+        return NULL;
+    Words names, kw;
+    Edges edges;
+    if (words_of(names_t, &names) < 0 || words_of(keywords_t, &kw) < 0 ||
+        edge_of(left, edges.left) < 0 || edge_of(right, edges.right) < 0)
+        return NULL;
+    if (PyTuple_GET_SIZE(keyword_levels) != kw.n) {
+        PyErr_SetString(PyExc_ValueError, "one level per keyword expected");
+        return NULL;
+    }
+    PyObject *lines = PySequence_Fast(given, "lines: a list or tuple of str expected");
+    if (lines == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(lines);
+    PyObject *out = PyList_New(count);
+    if (out == NULL) {
+        Py_DECREF(lines);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *line = PySequence_Fast_GET_ITEM(lines, i), *level;
+        if (!PyUnicode_Check(line) || !PyUnicode_IS_ASCII(line)) {
+            PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+            continue;
+        }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(line), vs, ve;
+        const unsigned char *s = (const unsigned char *)PyUnicode_DATA(line);
+        if (json_shaped(s, n)) {
+            PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+            continue;
+        }
+        if (names.n && memchr(s, '=', (size_t)n) != NULL && logfmt_value(s, n, &names, &vs, &ve)) {
+            level = normalised(s + vs, ve - vs, table);
+            if (level == NULL) {
+                Py_DECREF(out);
+                Py_DECREF(lines);
+                return NULL;
+            }
+        } else {
+            int k = keyword_at(s, n, &kw, &edges);
+            level = Py_NewRef(k < 0 ? unknown : PyTuple_GET_ITEM(keyword_levels, k));
+        }
+        PyList_SET_ITEM(out, i, level);
+    }
+    Py_DECREF(lines);
+    return out;
+}
+
+PyDoc_STRVAR(hashes_doc,
+"hashes(lines, metadata) -> (hashes, sizes) | None\n\n"
+"prepare.entry_hashes of the lines' UTF-8 bytes and the UTF-8 size of each; metadata is\n"
+"one bytes for every line or a list of bytes, one per line. None when a line does not\n"
+"encode as strict UTF-8 (a lone surrogate): the caller encodes those itself.");
+
+static PyObject *hashes(PyObject *self, PyObject *args) {
+    PyObject *given, *metadata;
+    if (!PyArg_ParseTuple(args, "OO", &given, &metadata)) return NULL;
+    int per_line = PyList_Check(metadata);
+    PyObject *lines = PySequence_Fast(given, "lines: a list or tuple of str expected");
+    if (lines == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(lines);
+    if (per_line ? PyList_GET_SIZE(metadata) != count : !PyBytes_Check(metadata)) {
+        Py_DECREF(lines);
+        PyErr_SetString(PyExc_TypeError, "metadata: bytes, or a list of bytes per line");
+        return NULL;
+    }
+    PyObject *hs = PyList_New(count), *sizes = PyList_New(count), *result = NULL;
+    if (hs == NULL || sizes == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *line = PySequence_Fast_GET_ITEM(lines, i);
+        PyObject *md = per_line ? PyList_GET_ITEM(metadata, i) : metadata;
+        Py_ssize_t n;
+        if (!PyUnicode_Check(line) || !PyBytes_Check(md)) {
+            PyErr_SetString(PyExc_TypeError, "lines are str, metadata bytes");
+            goto fail;
+        }
+        const char *data = PyUnicode_AsUTF8AndSize(line, &n);
+        if (data == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) goto fail;
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (n > 0xFFFFFFFFLL || PyBytes_GET_SIZE(md) > 0xFFFFFFFFLL) {
+            /* zlib takes 32-bit lengths: the Python code handles such a line */
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        const Bytef *mdp = (const Bytef *)PyBytes_AS_STRING(md);
+        uInt mdn = (uInt)PyBytes_GET_SIZE(md);
+        uLong crc = crc32(crc32(0L, (const Bytef *)data, (uInt)n), mdp, mdn);
+        uLong ad = adler32(adler32(1L, (const Bytef *)data, (uInt)n), mdp, mdn);
+        unsigned long long h = ((unsigned long long)(ad & 0x7FFFFFFFUL) << 32) |
+                               (unsigned long long)(crc & 0xFFFFFFFFUL);
+        PyObject *hv = PyLong_FromUnsignedLongLong(h), *sv = PyLong_FromSsize_t(n);
+        if (hv == NULL || sv == NULL) {
+            Py_XDECREF(hv);
+            Py_XDECREF(sv);
+            goto fail;
+        }
+        PyList_SET_ITEM(hs, i, hv);
+        PyList_SET_ITEM(sizes, i, sv);
+    }
+    result = PyTuple_Pack(2, hs, sizes);
+    goto done;
+fail:
+    result = NULL;
+done:
+    Py_XDECREF(hs);
+    Py_XDECREF(sizes);
+    Py_DECREF(lines);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"levels", levels, METH_VARARGS, levels_doc},
+    {"hashes", hashes, METH_VARARGS, hashes_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_linescan",
+    "A push's per-line loops in C (levels, content hashes); the Python code is the fallback.",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__linescan(void) {
+    init_tables();
+    return PyModule_Create(&module);
+}

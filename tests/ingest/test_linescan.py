@@ -1,0 +1,145 @@
+"""The C loops of a push's validation (services/ingest/_linescan.c) answer as the Python code
+they stand in for: the detected level of each line (LevelDetector.from_line) and the content
+hashes and UTF-8 sizes (entry_hashes). The push tests run the C loops where they are built;
+these hold both to one answer, on real lines and on generated ones."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from config import LimitsConfig
+from services.ingest import levels as levels_module
+from services.ingest import prepare as prepare_module
+from services.ingest.levels import LevelDetector, linescan
+from services.ingest.prepare import Preparer, RawStream, entry_hashes
+from tests.conftest import LOGHUB, loghub_lines
+
+pytestmark = pytest.mark.skipif(linescan is None, reason="services/ingest/_linescan.c not built")
+
+FIELDS = LimitsConfig().log_level_fields
+DETECTOR = LevelDetector(FIELDS)
+
+# pieces a line is made of, so that the separators, the field names and the keywords meet in
+# every order: what the two scans must agree on
+PIECES = st.sampled_from([
+    " ", "\t", "\n", "\x0b", "\x1c", "\r", ",", ";", "=", '"', "'", "{", "}", "[", "]", "(",
+    ")", ":", "!", "|", "x", "Z", "1", "level", "LEVEL", "Level", "log.level", "lvl", "Lvl",
+    "severity", "SeverityText", "severity_text", "sub", "error", "err", "ERR", "errors",
+    "warn", "Warning", "info", "information", "inf", "debug", "dbg", "trace", "fatal",
+    "critical", "notice", "é",
+])
+LINES = st.lists(PIECES, max_size=14).map("".join)
+
+
+def python_levels(lines: list[str]) -> list[str]:
+    return [DETECTOR.from_line(line) for line in lines]
+
+
+def c_levels(lines: list[str]) -> list[str | None]:
+    """The C scan alone: None where it leaves a line to the Python code."""
+    return linescan.levels(lines, DETECTOR._native, levels_module._NORMALISED,
+                           levels_module._LEFT, levels_module._RIGHT,
+                           levels_module._KEYWORD_WORDS, levels_module._KEYWORD_LEVELS,
+                           "unknown")
+
+
+def json_shaped(line: str) -> bool:
+    stripped = line.strip()
+    return stripped.startswith("{") and stripped.endswith("}")
+
+
+def test_the_c_scan_is_the_one_the_detector_uses():
+    assert DETECTOR._native is not None
+    assert c_levels(["ts=1 level=warn", "2024 [ERROR] x", "é level=info", '{"level":"x"}']) \
+        == ["warn", "error", None, None]
+
+
+# where the two could part: Python's `\s` and strip() take \x1c-\x1f, a value's quote left
+# open, a field name inside a longer word, a keyword at the end, a JSON object in spaces
+EDGES = [
+    "x\x1clevel=notice", "level=notice\x1dx", "\x1f{\"level\":\"x\"}\x0b", 'level="notice x',
+    'level="" warn', "x_level=notice", "sublevel=notice", "level=", "lvl=\"a b\" c",
+    "an error", "error", "errors", "[err]", "INFO", "level=INFORMATION", "level=Notice",
+    "severity_text=E level=info", "log.level=wrn", "a\nlevel=trace", "{not json", "",
+]
+
+
+@pytest.mark.parametrize("line", EDGES)
+def test_levels_at_the_edges_are_the_python_ones(line):
+    assert c_levels([line]) == ([None] if json_shaped(line) else python_levels([line]))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(LINES, min_size=1, max_size=8))
+def test_levels_of_generated_lines_are_the_python_ones(lines):
+    got = c_levels(lines)
+    # it takes every ASCII line that is no JSON object, so the comparison is never empty
+    for line, level in zip(lines, got):
+        assert (level is None) == (not line.isascii() or json_shaped(line))
+    assert [want if level is None else level for level, want in
+            zip(got, python_levels(lines))] == python_levels(lines)
+    assert DETECTOR.from_lines(lines) == python_levels(lines)
+
+
+@pytest.mark.parametrize("system", ["Android", "Apache", "BGL", "HDFS", "HPC", "Hadoop",
+                                    "HealthApp", "Linux", "Mac", "OpenSSH", "OpenStack",
+                                    "Proxifier", "Spark", "Thunderbird", "Windows",
+                                    "Zookeeper"])
+def test_levels_of_loghub_lines_are_the_python_ones(system):
+    lines = loghub_lines(system)
+    assert LOGHUB.is_dir() and len(lines) == 2000
+    got = c_levels(lines)
+    assert sum(level is not None for level in got) >= 1900  # the C scan took them
+    assert DETECTOR.from_lines(lines) == python_levels(lines)
+
+
+def test_a_detector_with_non_ascii_fields_keeps_to_python():
+    detector = LevelDetector(["nivéau", "level"])
+    assert detector._native is None
+    assert detector.from_lines(["nivéau=warn x", "NIVÉAU=info", "level=debug"]) == \
+        ["warn", "info", "debug"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=6),
+       st.sampled_from([b"", b'{"detected_level":"info"}']))
+def test_hashes_and_sizes_are_the_python_ones(lines, md):
+    datas = [line.encode("utf-8", "surrogatepass") for line in lines]
+    want = (entry_hashes(datas, [md] * len(lines)), [len(d) for d in datas])
+    if any("\ud800" <= ch <= "\udfff" for line in lines for ch in line):
+        assert linescan.hashes(lines, md) is None  # the caller encodes those
+        return
+    assert linescan.hashes(lines, md) == want
+    assert linescan.hashes(lines, [md] * len(lines)) == want
+
+
+def test_hashes_are_zlibs_checksums():
+    line, md = "ünïcode line", b'{"detected_level":"info"}'
+    data = line.encode()
+    adler = zlib.adler32(md, zlib.adler32(data)) & 0x7FFFFFFF
+    assert linescan.hashes([line], md) == \
+        ([(adler << 32) | zlib.crc32(md, zlib.crc32(data))], [len(data)])
+
+
+def test_a_push_prepares_the_same_rows_without_the_c_loops(monkeypatch):
+    lines = loghub_lines("Linux")[:300] + ['{"level":"warn","x":1}', "é level=info",
+                                          "lone \ud800 surrogate"]
+    entries = [(1_700_000_000_000_000_000 + i, line, None) for i, line in enumerate(lines)]
+    limits = LimitsConfig()
+
+    def prepared():
+        kept, outcome = Preparer(packs=False).prepare(
+            [RawStream([("job", "x")], entries)], 1_700_000_001_000_000_000, limits)
+        return [(ps.canonical, ps.rows, ps.size, ps.tallies) for ps in kept], \
+            outcome.accepted_lines, outcome.accepted_bytes
+
+    with_c = prepared()
+    monkeypatch.setattr(levels_module, "linescan", None)
+    monkeypatch.setattr(prepare_module, "linescan", None)
+    assert LevelDetector(FIELDS)._native is None
+    assert prepared() == with_c
+    assert with_c[1] == len(lines)
