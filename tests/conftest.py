@@ -145,10 +145,13 @@ def missing_needs() -> list[str]:
     if not LOGHUB.is_dir():
         out.append(f"the loghub corpus ({LOGHUB}: ../shared beside the checkout)")
     from services.ingest.levels import linescan
+    from storage.blocks.codec import _bloom
 
-    if linescan is None:
-        out.append("services/ingest/_linescan.c, not built (pip install -e . builds it; it "
-                   "needs gcc, Python's headers and zlib1g-dev)")
+    for built, name in ((linescan, "services/ingest/_linescan.c"),
+                        (_bloom, "storage/blocks/_bloom.c")):
+        if built is None:
+            out.append(f"{name}, not built (pip install -e . builds it; it needs gcc, "
+                       "Python's headers and zlib1g-dev)")
     return out
 
 

@@ -35,6 +35,11 @@ import zstandard
 
 from logql.model import MINUTE_NS
 
+try:  # the Bloom filter in C (_bloom.c); without it build_bloom's numpy code makes the same
+    from storage.blocks import _bloom
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _bloom = None
+
 ZSTD_LEVEL = 3
 # The lines are nearly all of a block. Level 10's parameters make them 16 % smaller than
 # level 3 on the realistic set (21.9 -> 18.25 MB; levels 4/5/6/9: 21.0/20.4/19.3/18.55 MB,
@@ -312,7 +317,16 @@ def decode_lines(data: bytes, lengths: list[int], ascii_only: bool) -> list[str]
 
 def build_bloom(body: bytes) -> bytes:
     """Bloom filter over the distinct byte trigrams of `body`, ASCII letters folded to lower
-    case. Trigrams that span two lines are in it too: they can only add false positives."""
+    case. Trigrams that span two lines are in it too: they can only add false positives.
+    In C where it was built (_bloom.c, the same bytes): a 1 MB block's filter 7.2 -> 1.3 ms,
+    the sealer's on the server's interpreter (issue 25)."""
+    if _bloom is not None:
+        return _bloom.build(body, BLOOM_BITS_PER_KEY, BLOOM_PROBES, _GOLDEN)
+    return numpy_bloom(body)
+
+
+def numpy_bloom(body: bytes) -> bytes:
+    """build_bloom without the C module."""
     if len(body) < 3:
         return b""
     b = np.frombuffer(body.lower(), dtype=np.uint8).astype(np.uint32)
