@@ -22,6 +22,7 @@ from services.runtime import memory
 from services.ingest.inflight import Held
 from services.ingest.prepare import PushError, RawStream
 from services.ingest.labelset import LabelSetError, parse_label_set
+from services.ingest.levels import linescan
 
 
 class JsonStream(msgspec.Struct):
@@ -206,7 +207,13 @@ def decode_json(body: bytes) -> list[RawStream]:
 
 def _json_entries(values: list) -> list | None:
     """A stream's entries a column at a time, when every one is well formed; None when one
-    is not (or may not be): _json_entries_checked then finds the first fault and its text."""
+    is not (or may not be): _json_entries_checked then finds the first fault and its text.
+    In C (_linescan.json_entries) when every timestamp is plain digits: 500 streams of 10
+    entries 3.5 -> 0.5 ms."""
+    if linescan is not None:
+        entries = linescan.json_entries(values, TS_MIN, TS_MAX)
+        if entries is not None:
+            return entries
     try:
         if min(map(len, values)) < 2 or max(map(len, values)) > 2:
             return None  # a null value, a short one, or metadata

@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 import msgspec
 
 from config import LimitsConfig
-from logql.model import canonical_labels, label_pairs_string
+from logql.model import MINUTE_NS, canonical_labels, label_pairs_string
 from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_label_set
 from services.ingest.levels import LevelDetector, linescan, normalise_level
 from services.runtime.errors import PlainError
@@ -330,7 +330,12 @@ class Preparer:
         if 0 < lim.max_line_size < max(sizes):
             return False
         ps.rows.extend(zip(tss, hashes, lines, md_texts))
-        if ps.tallies is not None:
+        if ps.tallies is None:
+            pass
+        elif linescan is not None:
+            linescan.tally(ps.tallies, tss, None if levels is None else md_texts, sizes,
+                           MINUTE_NS)
+        else:
             tally(ps.tallies, tss, md_texts, sizes)
         first, last = ps.first_ts or None, ps.last_ts or None
         ps.first_ts = lo if first is None or lo < first else first

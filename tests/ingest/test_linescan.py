@@ -12,10 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config import LimitsConfig
+from logql.model import MINUTE_NS, TS_MAX, TS_MIN
+from services.ingest import decode as decode_module
 from services.ingest import levels as levels_module
 from services.ingest import prepare as prepare_module
 from services.ingest.levels import LevelDetector, linescan
 from services.ingest.prepare import Preparer, RawStream, entry_hashes
+from storage.entries import tally
 from tests.conftest import LOGHUB, loghub_lines
 
 pytestmark = pytest.mark.skipif(linescan is None, reason="services/ingest/_linescan.c not built")
@@ -143,3 +146,63 @@ def test_a_push_prepares_the_same_rows_without_the_c_loops(monkeypatch):
     assert LevelDetector(FIELDS)._native is None
     assert prepared() == with_c
     assert with_c[1] == len(lines)
+
+
+# timestamps as a push may send them: the C code takes plain digits only, int() more
+STAMPS = st.one_of(
+    st.integers(min_value=-2**63, max_value=2**64).map(str),
+    st.sampled_from(["+5", " 7", "8 ", "1_000", "", "-", "٣", "1.0", "1e3", "0012", "-0",
+                     str(TS_MAX), str(TS_MAX + 1), str(TS_MIN), str(TS_MIN - 1),
+                     "9223372036854775807", "9223372036854775808", "9999999999999999999",
+                     "-9999999999999999999", "99999999999999999999"]))
+VALUES = st.lists(st.one_of(
+    st.tuples(STAMPS, st.text(max_size=8)).map(list),
+    st.tuples(STAMPS, st.text(max_size=4), st.just({"a": "b"})).map(list),
+    st.tuples(STAMPS, st.just({"x": "y"})).map(list),
+    st.tuples(STAMPS).map(list), st.none()), min_size=1, max_size=6)
+
+
+def python_entries(values, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(decode_module, "linescan", None)
+        return decode_module._json_entries(values)
+
+
+@settings(max_examples=600, deadline=None)
+@given(VALUES)
+def test_json_entries_are_the_python_ones(values):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        want = python_entries(values, monkeypatch)
+    got = linescan.json_entries(values, TS_MIN, TS_MAX)
+    if got is not None:
+        assert got == want
+    plain = all(isinstance(v, list) and len(v) == 2 and isinstance(v[1], str)
+                and v[0].lstrip("-").isascii() and v[0].lstrip("-").isdigit()
+                and v[0].count("-") <= (1 if v[0].startswith("-") else 0)
+                and TS_MIN <= int(v[0]) <= TS_MAX for v in values)
+    assert (got is not None) == plain  # it takes every stream of plain digits in range
+
+
+def test_json_entries_of_a_push_are_taken_in_c(monkeypatch):
+    values = [["1700000000000000000", "a"], ["-5", "b"], [str(TS_MAX), "c"]]
+    assert linescan.json_entries(values, TS_MIN, TS_MAX) == \
+        [(1700000000000000000, "a", None), (-5, "b", None), (TS_MAX, "c", None)]
+    assert decode_module._json_entries(values) == python_entries(values, monkeypatch)
+    assert linescan.json_entries([["1_0", "a"]], TS_MIN, TS_MAX) is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(min_value=-3 * MINUTE_NS, max_value=3 * MINUTE_NS),
+                          st.sampled_from([None, "", "a", "b"]),
+                          st.integers(min_value=0, max_value=500)), max_size=12),
+       st.booleans())
+def test_tallies_are_the_python_ones(rows, one_text):
+    stamps = [r[0] for r in rows]
+    mds = [rows[0][1] if rows else None] * len(rows) if one_text else [r[1] for r in rows]
+    sizes = [r[2] for r in rows]
+    want = {(0, "z"): [2, 7]}  # a tally already there is added to
+    got = {(0, "z"): [2, 7]}
+    tally(want, stamps, mds, sizes)
+    linescan.tally(got, stamps, mds[0] if one_text and rows else mds if rows else None,
+                   sizes, MINUTE_NS)
+    assert list(got.items()) == list(want.items())
