@@ -64,6 +64,7 @@ def normalise_level(value: str) -> str:
 class LevelDetector:
     def __init__(self, fields: list[str]):
         self.fields = list(fields)
+        self._fields = frozenset(fields)
         # cheap precheck before the logfmt regex: some `<field>=` must occur at all
         self._logfmt_keys = sorted({f.lower() + "=" for f in fields})
         # logfmt: key=value or key="value", key matched case-insensitively
@@ -86,6 +87,8 @@ class LevelDetector:
             all(f.isascii() for f in fields) and len(lowered) <= 64 else None
 
     def from_labels(self, labels: dict[str, str]) -> str | None:
+        if self._fields.isdisjoint(labels):  # most streams: one C-level check, no loop
+            return None
         for name in self.fields:
             value = labels.get(name)
             if value:
