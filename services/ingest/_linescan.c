@@ -136,32 +136,243 @@ static PyObject *normalised(const unsigned char *v, Py_ssize_t len, PyObject *ta
     return PyUnicode_FromStringAndSize((const char *)v, len);
 }
 
-static int json_shaped(const unsigned char *s, Py_ssize_t n) {
+/* whether line.strip() is `{...}`, and that span */
+static int json_shaped(const unsigned char *s, Py_ssize_t n, Py_ssize_t *a, Py_ssize_t *b) {
     if (memchr(s, '{', (size_t)n) == NULL) return 0;
-    Py_ssize_t a = 0, b = n;
-    while (a < b && is_space(s[a])) a++;
-    while (b > a && is_space(s[b - 1])) b--;
-    return b > a && s[a] == '{' && s[b - 1] == '}';
+    *a = 0;
+    *b = n;
+    while (*a < *b && is_space(s[*a])) (*a)++;
+    while (*b > *a && is_space(s[*b - 1])) (*b)--;
+    return *b > *a && s[*a] == '{' && s[*b - 1] == '}';
+}
+
+
+/* -- a JSON object line's level (LevelDetector._from_json) ----------------------------------
+ * A strict JSON parser that answers only where msgspec surely agrees: a \u escape, an
+ * escaped key or level value, a number with an exponent or over 18 integer digits, nesting
+ * past JSON_DEPTH, a repeated key or more than JSON_KEYS keys in an object of the first two
+ * levels, and anything invalid leave the line to the Python code (JSON_DEFER). */
+#define JSON_DEPTH 32
+#define JSON_KEYS 64
+#define JSON_DEFER -2
+
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t i, n;
+    const Words *fields; /* as written (case-sensitive), in the order they are tried */
+} Json;
+
+/* the best field found in one object: its rank in `fields` and its value's span */
+typedef struct {
+    int rank;
+    Py_ssize_t vs, ve;
+} Found;
+
+static void json_ws(Json *j) {
+    while (j->i < j->n) {
+        unsigned char c = j->s[j->i];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+        j->i++;
+    }
+}
+
+/* a string at j->i (its quote): its content's span; *escaped when it holds escapes */
+static int json_string(Json *j, Py_ssize_t *start, Py_ssize_t *end, int *escaped) {
+    if (j->i >= j->n || j->s[j->i] != '"') return JSON_DEFER;
+    Py_ssize_t i = j->i + 1;
+    *escaped = 0;
+    *start = i;
+    for (; i < j->n; i++) {
+        unsigned char c = j->s[i];
+        if (c == '"') {
+            *end = i;
+            j->i = i + 1;
+            return 0;
+        }
+        if (c < 0x20) return JSON_DEFER;
+        if (c == '\\') {
+            if (i + 1 >= j->n) return JSON_DEFER;
+            c = j->s[++i];
+            if (!strchr("\"\\/bfnrt", c) || c == 0) return JSON_DEFER; /* \u too */
+            *escaped = 1;
+        }
+    }
+    return JSON_DEFER;
+}
+
+static int json_number(Json *j) {
+    Py_ssize_t i = j->i, digits;
+    if (i < j->n && j->s[i] == '-') i++;
+    if (i >= j->n) return JSON_DEFER;
+    if (j->s[i] == '0') {
+        i++;
+    } else if (j->s[i] >= '1' && j->s[i] <= '9') {
+        for (digits = 0; i < j->n && j->s[i] >= '0' && j->s[i] <= '9'; i++) digits++;
+        if (digits > 18) return JSON_DEFER;
+    } else {
+        return JSON_DEFER;
+    }
+    if (i < j->n && j->s[i] == '.') {
+        i++;
+        for (digits = 0; i < j->n && j->s[i] >= '0' && j->s[i] <= '9'; i++) digits++;
+        if (!digits) return JSON_DEFER;
+    }
+    if (i < j->n && (j->s[i] == 'e' || j->s[i] == 'E')) return JSON_DEFER;
+    j->i = i;
+    return 0;
+}
+
+static int json_value(Json *j, int depth, Found *inner);
+
+/* an object at j->i; at depth 1 and 2 `found` gets its best field; at depth 1 `nested`
+ * gets the first member object (in order) whose own best field was found */
+static int json_object(Json *j, int depth, Found *found, Found *nested) {
+    Py_ssize_t keys_s[JSON_KEYS], keys_e[JSON_KEYS];
+    int keys = 0, tracked = depth <= 2;
+    found->rank = -1;
+    if (nested) nested->rank = -1;
+    if (depth > JSON_DEPTH) return JSON_DEFER;
+    j->i++; /* the brace */
+    json_ws(j);
+    if (j->i < j->n && j->s[j->i] == '}') {
+        j->i++;
+        return 0;
+    }
+    for (;;) {
+        Py_ssize_t ks, ke;
+        int escaped;
+        if (json_string(j, &ks, &ke, &escaped) < 0) return JSON_DEFER;
+        json_ws(j);
+        if (j->i >= j->n || j->s[j->i] != ':') return JSON_DEFER;
+        j->i++;
+        json_ws(j);
+        int rank = -1;
+        if (tracked) {
+            if (escaped || keys >= JSON_KEYS) return JSON_DEFER;
+            for (int k = 0; k < keys; k++)
+                if (keys_e[k] - keys_s[k] == ke - ks &&
+                    memcmp(j->s + keys_s[k], j->s + ks, (size_t)(ke - ks)) == 0)
+                    return JSON_DEFER; /* a repeated key: the last one counts */
+            keys_s[keys] = ks;
+            keys_e[keys] = ke;
+            keys++;
+            for (int f = 0; f < j->fields->n; f++)
+                if (j->fields->len[f] == ke - ks &&
+                    memcmp(j->fields->text[f], j->s + ks, (size_t)(ke - ks)) == 0) {
+                    rank = f;
+                    break;
+                }
+        }
+        Found inner = {-1, 0, 0};
+        if (rank >= 0 && j->i < j->n && j->s[j->i] == '"') {
+            Py_ssize_t vs, ve;
+            if (json_string(j, &vs, &ve, &escaped) < 0 || escaped) return JSON_DEFER;
+            if (ve > vs && (found->rank < 0 || rank < found->rank)) {
+                found->rank = rank;
+                found->vs = vs;
+                found->ve = ve;
+            }
+        } else {
+            Py_ssize_t at = j->i;
+            if (json_value(j, depth, &inner) < 0) return JSON_DEFER;
+            if (nested && nested->rank < 0 && j->s[at] == '{' && inner.rank >= 0) *nested = inner;
+        }
+        json_ws(j);
+        if (j->i >= j->n) return JSON_DEFER;
+        if (j->s[j->i] == '}') {
+            j->i++;
+            return 0;
+        }
+        if (j->s[j->i] != ',') return JSON_DEFER;
+        j->i++;
+        json_ws(j);
+    }
+}
+
+static int json_array(Json *j, int depth) {
+    Found unused;
+    if (depth > JSON_DEPTH) return JSON_DEFER;
+    j->i++;
+    json_ws(j);
+    if (j->i < j->n && j->s[j->i] == ']') {
+        j->i++;
+        return 0;
+    }
+    for (;;) {
+        if (json_value(j, depth, &unused) < 0) return JSON_DEFER;
+        json_ws(j);
+        if (j->i >= j->n) return JSON_DEFER;
+        if (j->s[j->i] == ']') {
+            j->i++;
+            return 0;
+        }
+        if (j->s[j->i] != ',') return JSON_DEFER;
+        j->i++;
+        json_ws(j);
+    }
+}
+
+/* a value inside a container at `depth`; an object's best field goes to `inner` */
+static int json_value(Json *j, int depth, Found *inner) {
+    inner->rank = -1;
+    if (j->i >= j->n) return JSON_DEFER;
+    unsigned char c = j->s[j->i];
+    Py_ssize_t a, b;
+    int escaped;
+    switch (c) {
+    case '{': return json_object(j, depth + 1, inner, NULL);
+    case '[': return json_array(j, depth + 1);
+    case '"': return json_string(j, &a, &b, &escaped);
+    case 't':
+        if (j->n - j->i >= 4 && memcmp(j->s + j->i, "true", 4) == 0) { j->i += 4; return 0; }
+        return JSON_DEFER;
+    case 'f':
+        if (j->n - j->i >= 5 && memcmp(j->s + j->i, "false", 5) == 0) { j->i += 5; return 0; }
+        return JSON_DEFER;
+    case 'n':
+        if (j->n - j->i >= 4 && memcmp(j->s + j->i, "null", 4) == 0) { j->i += 4; return 0; }
+        return JSON_DEFER;
+    default: return json_number(j);
+    }
+}
+
+/* the level field's span of the JSON object s[0:n] (stripped): 1 found, 0 none (the keyword
+ * scan decides), JSON_DEFER for the Python code */
+static int json_level(const unsigned char *s, Py_ssize_t n, const Words *fields,
+                      Py_ssize_t *vs, Py_ssize_t *ve) {
+    Json j = {s, 0, n, fields};
+    Found top, nested;
+    if (json_object(&j, 1, &top, &nested) < 0) return JSON_DEFER;
+    json_ws(&j);
+    if (j.i != n) return JSON_DEFER;
+    Found *f = top.rank >= 0 ? &top : nested.rank >= 0 ? &nested : NULL;
+    if (f == NULL) return 0;
+    *vs = f->vs;
+    *ve = f->ve;
+    return 1;
 }
 
 PyDoc_STRVAR(levels_doc,
-"levels(lines, names, table, left, right, keywords, keyword_levels, unknown) -> list\n\n"
-"LevelDetector.from_line of each line for ASCII lines that are not JSON objects; None\n"
-"for the others. names: the lowercase logfmt field names, longest first; table:\n"
+"levels(lines, names, table, left, right, keywords, keyword_levels, unknown, fields)\n\n"
+"LevelDetector.from_line of each ASCII line; None for the others and for a JSON object\n"
+"it leaves to msgspec. names: the lowercase logfmt field names, longest first; table:\n"
 "normalise_level's; left and right: the characters before and after a keyword;\n"
 "keywords and keyword_levels: the keyword scan's words in the order it tries them and\n"
-"the level of each; unknown: the level when nothing is found.");
+"the level of each; unknown: the level when nothing is found; fields: the level fields\n"
+"as written, in the order a JSON object is searched for them.");
 
 static PyObject *levels(PyObject *self, PyObject *args) {
     PyObject *given, *names_t, *table, *left, *right, *keywords_t, *keyword_levels, *unknown;
-    if (!PyArg_ParseTuple(args, "OO!O!OOO!O!O", &given, &PyTuple_Type, &names_t, &PyDict_Type,
-                          &table, &left, &right, &PyTuple_Type, &keywords_t, &PyTuple_Type,
-                          &keyword_levels, &unknown))
+    PyObject *fields_t;
+    if (!PyArg_ParseTuple(args, "OO!O!OOO!O!OO!", &given, &PyTuple_Type, &names_t,
+                          &PyDict_Type, &table, &left, &right, &PyTuple_Type, &keywords_t,
+                          &PyTuple_Type, &keyword_levels, &unknown, &PyTuple_Type, &fields_t))
         return NULL;
-    Words names, kw;
+    Words names, kw, fields;
     Edges edges;
     if (words_of(names_t, &names) < 0 || words_of(keywords_t, &kw) < 0 ||
-        edge_of(left, edges.left) < 0 || edge_of(right, edges.right) < 0)
+        words_of(fields_t, &fields) < 0 || edge_of(left, edges.left) < 0 ||
+        edge_of(right, edges.right) < 0)
         return NULL;
     if (PyTuple_GET_SIZE(keyword_levels) != kw.n) {
         PyErr_SetString(PyExc_ValueError, "one level per keyword expected");
@@ -181,13 +392,23 @@ static PyObject *levels(PyObject *self, PyObject *args) {
             PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
             continue;
         }
-        Py_ssize_t n = PyUnicode_GET_LENGTH(line), vs, ve;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(line), vs, ve, a, b;
         const unsigned char *s = (const unsigned char *)PyUnicode_DATA(line);
-        if (json_shaped(s, n)) {
-            PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
-            continue;
+        int found;
+        if (json_shaped(s, n, &a, &b)) {
+            /* a level field of the object, else the keyword scan (never logfmt) */
+            found = json_level(s + a, b - a, &fields, &vs, &ve);
+            if (found == JSON_DEFER) {
+                PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+                continue;
+            }
+            vs += a;
+            ve += a;
+        } else {
+            found = names.n && memchr(s, '=', (size_t)n) != NULL &&
+                    logfmt_value(s, n, &names, &vs, &ve);
         }
-        if (names.n && memchr(s, '=', (size_t)n) != NULL && logfmt_value(s, n, &names, &vs, &ve)) {
+        if (found) {
             level = normalised(s + vs, ve - vs, table);
             if (level == NULL) {
                 Py_DECREF(out);

@@ -84,7 +84,8 @@ class LevelDetector:
                 r')=(?:"([^"]*)"|([^\s"]*))')
         # the C scan does what from_line does for ASCII lines with ASCII field names
         self._native = tuple(lowered) if linescan is not None and \
-            all(f.isascii() for f in fields) and len(lowered) <= 64 else None
+            all(f.isascii() for f in fields) and len(self.fields) <= 64 else None
+        self._native_fields = tuple(self.fields)  # a JSON object's fields, as written
 
     def from_labels(self, labels: dict[str, str]) -> str | None:
         if self._fields.isdisjoint(labels):  # most streams: one C-level check, no loop
@@ -141,11 +142,12 @@ class LevelDetector:
         and each is searched in place in the joined text (`pos` at the separator before it,
         a newline where from_line has its space, `endpos` at its end: the same search over
         the same characters). 200,000 logfmt lines: 0.42 s -> 0.28. In C where it can
-        (_linescan.levels): about a tenth of that for loghub lines; JSON objects and
-        non-ASCII lines stay here."""
+        (_linescan.levels): about a tenth of that; non-ASCII lines, and JSON objects the C
+        parser is not sure msgspec reads as it does, stay here."""
         if self._native is not None:
             found = linescan.levels(lines, self._native, _NORMALISED, _LEFT, _RIGHT,
-                                    _KEYWORD_WORDS, _KEYWORD_LEVELS, "unknown")
+                                    _KEYWORD_WORDS, _KEYWORD_LEVELS, "unknown",
+                                    self._native_fields)
             if None in found:
                 found = [self.from_line(line) if level is None else level
                          for line, level in zip(lines, found)]

@@ -5,6 +5,8 @@ these hold both to one answer, on real lines and on generated ones."""
 
 from __future__ import annotations
 
+import json
+import re
 import zlib
 
 import pytest
@@ -47,7 +49,7 @@ def c_levels(lines: list[str]) -> list[str | None]:
     return linescan.levels(lines, DETECTOR._native, levels_module._NORMALISED,
                            levels_module._LEFT, levels_module._RIGHT,
                            levels_module._KEYWORD_WORDS, levels_module._KEYWORD_LEVELS,
-                           "unknown")
+                           "unknown", DETECTOR._native_fields)
 
 
 def json_shaped(line: str) -> bool:
@@ -57,8 +59,8 @@ def json_shaped(line: str) -> bool:
 
 def test_the_c_scan_is_the_one_the_detector_uses():
     assert DETECTOR._native is not None
-    assert c_levels(["ts=1 level=warn", "2024 [ERROR] x", "é level=info", '{"level":"x"}']) \
-        == ["warn", "error", None, None]
+    assert c_levels(["ts=1 level=warn", "2024 [ERROR] x", "é level=info", '{"level":"x"}',
+                     '{"level":"\\u0078"}']) == ["warn", "error", None, "x", None]
 
 
 # where the two could part: Python's `\s` and strip() take \x1c-\x1f, a value's quote left
@@ -68,12 +70,57 @@ EDGES = [
     'level="" warn', "x_level=notice", "sublevel=notice", "level=", "lvl=\"a b\" c",
     "an error", "error", "errors", "[err]", "INFO", "level=INFORMATION", "level=Notice",
     "severity_text=E level=info", "log.level=wrn", "a\nlevel=trace", "{not json", "",
+    # JSON objects: what msgspec reads, or leaves to the keyword scan
+    '{"level":"warn","level":"info"}', '{"a":{"level":"x"},"level":""}', '{"lvl":"dbg","level":"warn"}',
+    '{"a":1e400,"level":"x"}', '{"level":"\\u0077arn"}', ' {"Level" : "Error"}\x1c', '{"level":"x"} }',
+    '{"a":[1,2,],"level":"x"}', '{"a":{"b":{"level":"x"}}} error', '{"level":5,"x":{"lvl":"info"}}',
+    '{"level":"w\\"x"}', '{"lev\\u0065l":"x"}', '{"a":01,"level":"x"}', '{"a":"\t","level":"x"}',
+    '{"a":{"lvl":"x"},"b":{"level":"y"}}', '{"a":{"lvl":""},"b":{"level":"y"}}', '{}', '{"a":1}warn}',
+    '{"a":123456789012345678901234567890,"level":"x"}', '{"a":-0.5,"b":[{"level":"z"}],"c":null}',
+    '{"a":' + "9" * 400 + '.5,"level":"x"}',  # msgspec: "Number out of range"
 ]
 
 
 @pytest.mark.parametrize("line", EDGES)
 def test_levels_at_the_edges_are_the_python_ones(line):
-    assert c_levels([line]) == ([None] if json_shaped(line) else python_levels([line]))
+    got = c_levels([line])[0]
+    assert got == python_levels([line])[0] or (got is None and json_shaped(line))
+
+
+def test_json_objects_the_c_parser_answers_or_leaves_to_msgspec():
+    answered = c_levels(EDGES[:])
+    assert answered[EDGES.index('{"lvl":"dbg","level":"warn"}')] == "warn"
+    assert answered[EDGES.index('{"a":{"b":{"level":"x"}}} error')] == "error"
+    assert answered[EDGES.index('{"a":{"lvl":""},"b":{"level":"y"}}')] == "y"
+    for deferred in ('{"level":"warn","level":"info"}', '{"a":1e400,"level":"x"}',
+                     '{"level":"\\u0077arn"}', '{"level":"x"} }', '{"lev\\u0065l":"x"}'):
+        assert answered[EDGES.index(deferred)] is None
+
+
+KEYS = st.sampled_from(["level", "Level", "LEVEL", "lvl", "severity", "log.level", "msg", "a",
+                        "b", "level2", ""])
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False,
+              allow_infinity=False), st.sampled_from(["", "warn", "INFO", "x", "dbg", "a\"b"]),
+              st.text(max_size=5)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(KEYS, JSON_VALUES, max_size=5), st.sampled_from([None, 1]),
+       st.lists(st.tuples(st.integers(min_value=0, max_value=200),
+                          st.sampled_from(list('{}[]",:\\ 0eE-.tn') + ["", ", "])), max_size=2))
+def test_levels_of_json_objects_are_the_python_ones(doc, indent, edits):
+    line = json.dumps(doc, indent=indent, ensure_ascii=True)
+    for at, text in edits:  # a few edits make most of them invalid in their own ways
+        at = min(at, len(line))
+        line = line[:at] + text + line[at + 1:]
+    got = c_levels([line])[0]
+    want = python_levels([line])[0]
+    assert got == want or (got is None and json_shaped(line))
+    if not edits and "\\" not in line and re.search(r"\d[eE]|\d{19}", line) is None:
+        assert got is not None  # a plain object: read in C
 
 
 @settings(max_examples=600, deadline=None)
@@ -82,7 +129,10 @@ def test_levels_of_generated_lines_are_the_python_ones(lines):
     got = c_levels(lines)
     # it takes every ASCII line that is no JSON object, so the comparison is never empty
     for line, level in zip(lines, got):
-        assert (level is None) == (not line.isascii() or json_shaped(line))
+        if line.isascii() and not json_shaped(line):
+            assert level is not None
+        elif not line.isascii():
+            assert level is None
     assert [want if level is None else level for level, want in
             zip(got, python_levels(lines))] == python_levels(lines)
     assert DETECTOR.from_lines(lines) == python_levels(lines)
