@@ -224,6 +224,21 @@ static int json_number(Json *j) {
 
 static int json_value(Json *j, int depth, Found *inner);
 
+/* after a member or an element: 0 at the container's `close` (consumed), 1 after a comma
+ * (the next one follows), JSON_DEFER for anything else */
+static int json_next(Json *j, unsigned char close) {
+    json_ws(j);
+    if (j->i >= j->n) return JSON_DEFER;
+    if (j->s[j->i] == close) {
+        j->i++;
+        return 0;
+    }
+    if (j->s[j->i] != ',') return JSON_DEFER;
+    j->i++;
+    json_ws(j);
+    return 1;
+}
+
 /* an object at j->i; at depth 1 and 2 `found` gets its best field; at depth 1 `nested`
  * gets the first member object (in order) whose own best field was found */
 static int json_object(Json *j, int depth, Found *found, Found *nested) {
@@ -277,15 +292,8 @@ static int json_object(Json *j, int depth, Found *found, Found *nested) {
             if (json_value(j, depth, &inner) < 0) return JSON_DEFER;
             if (nested && nested->rank < 0 && j->s[at] == '{' && inner.rank >= 0) *nested = inner;
         }
-        json_ws(j);
-        if (j->i >= j->n) return JSON_DEFER;
-        if (j->s[j->i] == '}') {
-            j->i++;
-            return 0;
-        }
-        if (j->s[j->i] != ',') return JSON_DEFER;
-        j->i++;
-        json_ws(j);
+        int next = json_next(j, '}');
+        if (next != 1) return next;
     }
 }
 
@@ -300,15 +308,8 @@ static int json_array(Json *j, int depth) {
     }
     for (;;) {
         if (json_value(j, depth, &unused) < 0) return JSON_DEFER;
-        json_ws(j);
-        if (j->i >= j->n) return JSON_DEFER;
-        if (j->s[j->i] == ']') {
-            j->i++;
-            return 0;
-        }
-        if (j->s[j->i] != ',') return JSON_DEFER;
-        j->i++;
-        json_ws(j);
+        int next = json_next(j, ']');
+        if (next != 1) return next;
     }
 }
 
