@@ -209,7 +209,7 @@ def _json_entries(values: list) -> list | None:
     """A stream's entries a column at a time, when every one is well formed; None when one
     is not (or may not be): _json_entries_checked then finds the first fault and its text.
     In C (_linescan.json_entries) when every timestamp is plain digits: 500 streams of 10
-    entries 3.5 -> 0.5 ms."""
+    entries 3.5 -> 1.4 ms."""
     if linescan is not None:
         entries = linescan.json_entries(values, TS_MIN, TS_MAX)
         if entries is not None:

@@ -11,8 +11,8 @@ from typing import Sequence
 
 import msgspec
 
-try:  # a push's per-line loops in C (_linescan.c): levels here, content hashes in
-    # prepare.py; without them the Python code does the same
+try:  # a push's per-line loops in C (_linescan.c): levels here, entries in decode.py,
+    # content hashes and tallies in prepare.py; without them the Python code does the same
     from services.ingest import _linescan as linescan
 except ImportError:  # pragma: no cover - a build without a C compiler
     linescan = None

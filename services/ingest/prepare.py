@@ -330,12 +330,10 @@ class Preparer:
         if 0 < lim.max_line_size < max(sizes):
             return False
         ps.rows.extend(zip(tss, hashes, lines, md_texts))
-        if ps.tallies is None:
-            pass
-        elif linescan is not None:
+        if ps.tallies is not None and linescan is not None:
             linescan.tally(ps.tallies, tss, None if levels is None else md_texts, sizes,
                            MINUTE_NS)
-        else:
+        elif ps.tallies is not None:
             tally(ps.tallies, tss, md_texts, sizes)
         first, last = ps.first_ts or None, ps.last_ts or None
         ps.first_ts = lo if first is None or lo < first else first
