@@ -34,6 +34,7 @@ import numpy as np
 import zstandard
 
 from logql.model import MINUTE_NS
+from storage.stream_set import sorted_distinct
 
 try:  # the Bloom filter in C (_bloom.c); without it build_bloom's numpy code makes the same
     from storage.blocks import _bloom
@@ -338,13 +339,9 @@ def numpy_bloom(body: bytes) -> bytes:
         seen[codes] = True
         codes = np.flatnonzero(seen).astype(np.uint64)
     else:
-        # distinct by sorting: numpy 2's np.unique hashes, and that was 85 % of encoding a
-        # block; for a small block the table's fixed cost would be most of the work
-        codes = np.sort(codes)
-        keep = np.empty(len(codes), dtype=np.bool_)
-        keep[0] = True
-        np.not_equal(codes[1:], codes[:-1], out=keep[1:])
-        codes = codes[keep].astype(np.uint64)
+        # distinct by sorting: for a small block the table's fixed cost would be most of
+        # the work
+        codes = sorted_distinct(codes).astype(np.uint64)
     nbits = max(64, int(math.ceil(len(codes) * BLOOM_BITS_PER_KEY / 64)) * 64)
     h = codes * np.uint64(_GOLDEN)
     h1 = h >> np.uint64(32)
