@@ -15,9 +15,7 @@ import subprocess
 import tempfile
 import time
 
-import pytest
-
-from tests.conftest import free_port
+from tests.conftest import absent, free_port
 
 
 def binaries() -> str | None:
@@ -33,7 +31,7 @@ class Server:
     def __init__(self) -> None:
         bindir = binaries()
         if bindir is None:
-            pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql)")
+            absent("PostgreSQL is not installed (apt-get install -y postgresql)")
         self.bindir = bindir
         self.dir = tempfile.mkdtemp(prefix="logstore-pg-")
         self.port = free_port()

@@ -16,14 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import absent, free_port, needs
 from tests.helpers import now_ns
 
 ROOT = Path(__file__).resolve().parent.parent
 SANDBOX = ROOT / "tests" / "deploy" / "unit_sandbox.py"
 TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}-{platform.machine()}"
 
-pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+pytestmark = needs(shutil.which("make") is not None, "make is not installed")
 
 
 def require_other_cpython() -> str:
@@ -32,9 +32,7 @@ def require_other_cpython() -> str:
     (this machine kind has pyenv's 3.12 and 3.13)."""
     other = other_cpython()
     if other is None:
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail("CI=true but there is no other CPython on this host (PATH or pyenv)")
-        pytest.skip("no other CPython on this host")
+        absent("there is no other CPython on this host (PATH or pyenv)")
     return other
 
 

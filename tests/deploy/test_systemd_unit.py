@@ -7,16 +7,16 @@ import shutil
 import subprocess
 import sys
 
-import pytest
 import yaml
 
+from tests.conftest import needs
 from tests.deploy.unit_file import ROOT, UNIT, exec_start, unit_settings
 
 ANALYZE = "systemd-analyze"
 
 
-@pytest.mark.skipif(shutil.which(ANALYZE) is None,
-                    reason="systemd-analyze is not installed (Debian package systemd)")
+@needs(shutil.which(ANALYZE) is not None,
+       "systemd-analyze is not installed (Debian package systemd)")
 def test_systemd_analyze_verify_is_clean(tmp_path):
     python, pyz = exec_start()[:2]
     # verify requires ExecStart's program to exist: point it at this interpreter and a file

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.conftest import needs
 
 SANDBOX = Path(__file__).resolve().parent / "unit_sandbox.py"
 PROBE = """
@@ -28,8 +28,8 @@ attempt("chroot", lambda: os.chroot("/"))
 """
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
-                    reason="systemd-analyze is not installed (Debian package systemd)")
+@needs(shutil.which("systemd-analyze") is not None,
+       "systemd-analyze is not installed (Debian package systemd)")
 def test_the_sandbox_refuses_what_the_unit_refuses():
     out = subprocess.run([sys.executable, str(SANDBOX), sys.executable, "-c", PROBE],
                          capture_output=True, text=True, timeout=60)

@@ -21,9 +21,9 @@ from services.ingest import prepare as prepare_module
 from services.ingest.levels import LevelDetector, linescan
 from services.ingest.prepare import Preparer, RawStream, entry_hashes
 from storage.entries import tally
-from tests.conftest import LOGHUB, loghub_lines
+from tests.conftest import LOGHUB, loghub_lines, needs
 
-pytestmark = pytest.mark.skipif(linescan is None, reason="services/ingest/_linescan.c not built")
+pytestmark = needs(linescan is not None, "services/ingest/_linescan.c not built")
 
 FIELDS = LimitsConfig().log_level_fields
 DETECTOR = LevelDetector(FIELDS)

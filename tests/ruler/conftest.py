@@ -17,7 +17,7 @@ import pytest
 import snappy
 
 from proto import remote_pb2
-from tests.conftest import free_port
+from tests.conftest import absent, free_port
 
 
 def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 30) -> None:
@@ -64,7 +64,7 @@ class Binary:
 def _need(binary: str, package: str) -> str:
     path = shutil.which(binary)
     if path is None:
-        pytest.skip(f"{binary} not installed (apt-get install -y {package}; .ci/run does)")
+        absent(f"{binary} not installed (apt-get install -y {package}; .ci/run does)")
     return path
 
 

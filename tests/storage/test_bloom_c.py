@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage.blocks import codec
-from tests.conftest import loghub_lines
+from tests.conftest import loghub_lines, needs
 
-pytestmark = pytest.mark.skipif(codec._bloom is None, reason="storage/blocks/_bloom.c not built")
+pytestmark = needs(codec._bloom is not None, "storage/blocks/_bloom.c not built")
 
 SYSTEMS = ["Android", "Apache", "BGL", "HDFS", "HPC", "Hadoop", "HealthApp", "Linux", "Mac",
            "OpenSSH", "OpenStack", "Proxifier", "Spark", "Thunderbird", "Windows", "Zookeeper"]

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import LogstoreServer
+from tests.conftest import LogstoreServer, absent
 from tests.ui.harness import grafana_objects, loghub_streams, push, start_chromium
 
 
@@ -57,8 +57,8 @@ def tenant_server(tmp_path_factory) -> Iterator[LogstoreServer]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator:
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("chromium and chromedriver are not installed "
-                    "(apt-get install -y chromium chromium-driver)")
+        absent("chromium and chromedriver are not installed "
+               "(apt-get install -y chromium chromium-driver)")
     driver = start_chromium()
     try:
         yield driver
