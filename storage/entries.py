@@ -13,6 +13,7 @@ looked up in the packs and blocks that cover its timestamp."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from itertools import chain, count, repeat
@@ -22,7 +23,7 @@ from logql.model import MINUTE_NS
 from storage.blocks import codec as B, sealing
 from storage.blocks.catalog import insert_blocks
 from storage.blocks.packs import PackParts, encode_rows
-from storage.inserts import insert_rows
+from storage.inserts import execute_values
 from storage.streams import extend_stream_ranges, stream_ids_for
 
 DEFAULT_WINDOW_NS = 3600 * 10**9  # storage.block_window's default
@@ -102,7 +103,8 @@ class AppendResult:
 
 # A stream's lines of a push become a pack from this many on; fewer become `entries` rows.
 PACK_MIN_ROWS = 32
-INSERT_ENTRIES = "INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata)"
+INSERT_ENTRIES = ("INSERT OR IGNORE INTO entries (id, stream_id, ts, hash, line, metadata) "
+                  "VALUES {values}")
 # The `entries` rows this append inserted (ids above the previous maximum), each folded into
 # its rollup by SQLite itself, when a repeat was left out and the tallies no longer hold.
 ROLLUP_NEW_ROWS = (
@@ -113,7 +115,7 @@ ROLLUP_NEW_ROWS = (
     "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 # Totals a push tallied while it was validated, a row per stream, minute and metadata.
 ADD_TALLIES = (
-    "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) VALUES (?, ?, ?, ?, ?) "
+    "INSERT INTO rollups (stream_id, minute, metadata, lines, bytes) VALUES {values} "
     "ON CONFLICT (stream_id, minute, metadata) DO UPDATE "
     "SET lines = lines + excluded.lines, bytes = bytes + excluded.bytes")
 
@@ -168,6 +170,9 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     sids, created = stream_ids_for(conn, cache, tenant, streams)
     older = [sid for sid in sids if sid not in created]
     horizons = sealing.sealed_horizons(conn, older) if older else {}
+    in_entries = _held_in_entries(conn, [(sid, ps.rows) for sid, ps in zip(sids, streams)
+                                         if sid not in created
+                                         and len(ps.rows) >= PACK_MIN_ROWS])
     packs: list[tuple[int, B.EncodedBlock]] = []
     tallies: list[tuple[int, int, str, int, int]] = []
     entry_rows: list[Iterator[tuple]] = []
@@ -186,8 +191,9 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
                 drop = {older_rows[i] for i in held}
                 rows = [r for i, r in enumerate(rows) if i not in drop]
         small = len(rows) < PACK_MIN_ROWS
-        if rows and not small and sid not in created:
-            rows = _not_in_entries(conn, sid, rows)
+        held = in_entries.get(sid)
+        if held and not small:
+            rows = [r for r in rows if (r[0], r[1]) not in held]
         result.written.append((sid, ps.labels, rows))
         result.firsts.append((sid, ps.first_ts))
         if not rows:
@@ -224,7 +230,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     if entry_rows:
         offered_rows = next_id - first_id - sum(b.rows for _, b in packs)
         before = conn.total_changes
-        insert_rows(conn, INSERT_ENTRIES, 6, chain.from_iterable(entry_rows))
+        execute_values(conn, INSERT_ENTRIES, 6, chain.from_iterable(entry_rows))
         inserted = conn.total_changes - before
         result.inserted += inserted
         # tallies only when every row went in (the table's unique key leaves repeats out) and
@@ -238,20 +244,28 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
             conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, first_id - 1))
     result.duplicates = offered - result.inserted
     result.packed = [sid for sid, _ in packs]
-    insert_blocks(conn, packs)
-    if next_id > first_id:
-        conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1",
-                     (next_id - 1,))
+    insert_blocks(conn, packs, max_id=next_id - 1)
     extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)
                                 for sid, ps in zip(sids, streams) if sid not in created])
-    conn.executemany(ADD_TALLIES, tallies)
+    execute_values(conn, ADD_TALLIES, 5, tallies)
     return result
 
 
-def _not_in_entries(conn: sqlite3.Connection, sid: int, rows: list) -> list:
-    """The rows no `entries` row of the stream repeats (same timestamp and hash, the unique
-    key of that table): a stream's small pushes are rows there, its large ones packs."""
-    lo, hi = min(r[0] for r in rows), max(r[0] for r in rows)
-    held = set(conn.execute("SELECT ts, hash FROM entries WHERE stream_id = ? AND ts >= ? "
-                            "AND ts <= ?", (sid, lo, hi)).fetchall())
-    return [r for r in rows if (r[0], r[1]) not in held] if held else rows
+def _held_in_entries(conn: sqlite3.Connection, streams: list[tuple[int, list]]
+                     ) -> dict[int, set[tuple[int, int]]]:
+    """Stream id -> the (timestamp, hash) keys its `entries` rows hold within the time range
+    of the given rows, for streams that have any: a stream's small pushes are rows there, its
+    large ones packs, and a pack must not repeat a row. One statement for every stream of the
+    push, answered in one row (see storage/inserts.py: each step waits for the GIL)."""
+    if not streams:
+        return {}
+    ranges = [(sid, min(r[0] for r in rows), max(r[0] for r in rows)) for sid, rows in streams]
+    text = conn.execute(
+        "SELECT json_group_array(json_array(e.stream_id, e.ts, e.hash)) "
+        "FROM json_each(?) j CROSS JOIN entries e "
+        "WHERE e.stream_id = j.value ->> 0 AND e.ts >= j.value ->> 1 "
+        "AND e.ts <= j.value ->> 2", (json.dumps(ranges),)).fetchone()[0]
+    held: dict[int, set[tuple[int, int]]] = {}
+    for sid, ts, h in json.loads(text):
+        held.setdefault(sid, set()).add((ts, h))
+    return held

@@ -1,36 +1,49 @@
-"""Many rows into one table from Python, a hundred to a statement.
+"""Many rows into one statement's `VALUES` list, from Python, in a few statements.
 
-`executemany` steps its one-row statement once per row, and the sqlite3 module's work around
-each step (reset, clear the bindings, fetch the next parameter tuple) cost about as much as
-SQLite's own insert: 200,000 rows of six columns, 495-640 ms with `executemany`, 385 ms as
-statements of 100 rows (`INSERT ... VALUES (...), (...), ...`), for a table whose rows go in
-at its end (`entries`: a push of 500 new streams brings 5,000). Not for an index-organised
-table such as `stream_labels`, whose inserts land all over its key: there the two took the
-same time.
+The sqlite3 module gives up the GIL around every step of a statement, and `executemany` steps
+once per row. While another thread runs Python (the event loop, the threads that read the
+query workers' answers), each step's return waits for the GIL: with one such thread beside
+it, a realistic push's append (30 streams: their packs, ranges and rollup tallies, about 200
+steps) took 45-48 ms instead of 2.3-2.4 (bench/REPORT.md, "Issue 25: the writer's steps and
+the GIL"). A statement of many rows is one step.
+
+It also costs less alone: `executemany`'s work around each step (reset, clear the bindings,
+fetch the next parameter tuple) was about as much as SQLite's own insert; 200,000 rows of six
+columns, 495-640 ms with `executemany`, 385 ms as statements of 100 rows, for a table whose
+rows go in at its end (`entries`).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from functools import lru_cache
 from itertools import chain
 from typing import Iterable, Sequence
 
-ROWS_PER_STATEMENT = 100  # 600 parameters for 6 columns: far under SQLite's 32,766
+ROWS_PER_STATEMENT = 128
+MAX_PARAMETERS = 32_766  # SQLite's default SQLITE_MAX_VARIABLE_NUMBER since 3.32
 
 
-def insert_rows(conn: sqlite3.Connection, head: str, width: int,
-                rows: Iterable[Sequence]) -> None:
-    """`head VALUES (?, ...), ...` for every row (`width` values each), in statements of
-    ROWS_PER_STATEMENT rows and one `executemany` for the rest, in order."""
+@lru_cache(maxsize=256)
+def _sql(template: str, width: int, rows: int) -> str:
+    one = "(" + ", ".join(["?"] * width) + ")"
+    return template.replace("{values}", ", ".join([one] * rows))
+
+
+def execute_values(conn: sqlite3.Connection, template: str, width: int,
+                   rows: Iterable[Sequence]) -> None:
+    """`template` with `{values}` replaced by `(?, ...), (?, ...)` for rows of `width` values,
+    run over every row in order: ROWS_PER_STATEMENT rows a statement, the rest in statements
+    of 64, 32, ... 1 rows, so that a template has at most eight texts to prepare and cache.
+
+    For `INSERT INTO t (...) VALUES {values} [ON CONFLICT ...]` the rows go in one after the
+    other as with `executemany`. For `UPDATE t ... FROM (VALUES {values}) AS v ...` a row of
+    t that two rows of v name is updated once, from either: give each row of t once."""
     flat = list(chain.from_iterable(rows))
     n = len(flat) // width
-    one = "(" + ", ".join(["?"] * width) + ")"
-    full = n - n % ROWS_PER_STATEMENT
-    if full:
-        sql = f"{head} VALUES {', '.join([one] * ROWS_PER_STATEMENT)}"
-        step = width * ROWS_PER_STATEMENT
-        for start in range(0, full * width, step):
-            conn.execute(sql, flat[start:start + step])
-    if full < n:
-        rest = flat[full * width:]
-        conn.executemany(f"{head} VALUES {one}", zip(*[iter(rest)] * width))
+    most = min(ROWS_PER_STATEMENT, MAX_PARAMETERS // width)
+    done = 0
+    while done < n:
+        k = most if n - done >= most else 1 << ((n - done).bit_length() - 1)
+        conn.execute(_sql(template, width, k), flat[done * width:(done + k) * width])
+        done += k

@@ -116,8 +116,15 @@ def stream_ids_for(conn: sqlite3.Connection, cache: dict, tenant: str,
 def extend_stream_ranges(conn: sqlite3.Connection,
                          ranges: Sequence[tuple[int, int, int]]) -> None:
     """(first, last, stream id) each: widen the streams' time ranges to include them."""
-    conn.executemany("UPDATE streams SET first_ts = min(first_ts, ?), "
-                     "last_ts = max(last_ts, ?) WHERE id = ?", ranges)
+    widest: dict[int, tuple[int, int]] = {}
+    for first, last, sid in ranges:
+        had = widest.get(sid)
+        widest[sid] = (first, last) if had is None else (min(had[0], first), max(had[1], last))
+    if widest:  # one statement, not a step per stream (storage/inserts.py)
+        conn.execute("UPDATE streams SET first_ts = min(first_ts, v.value ->> 1), "
+                     "last_ts = max(last_ts, v.value ->> 2) FROM json_each(?) v "
+                     "WHERE streams.id = v.value ->> 0",
+                     (json.dumps([(sid, *span) for sid, span in widest.items()]),))
 
 
 # -- read side -----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
+from storage.inserts import execute_values
 from storage.stream_set import stream_condition
 
 
@@ -163,19 +164,24 @@ def _kept_for(conn: sqlite3.Connection) -> dict[int, Kept]:
         return kept
 
 
-def insert_blocks(conn: sqlite3.Connection, blocks: Sequence[tuple[int, object]]) -> int:
+def insert_blocks(conn: sqlite3.Connection, blocks: Sequence[tuple[int, object]], *,
+                  max_id: int = 0) -> int:
     """Insert encoded blocks (codec.EncodedBlock), each (stream id, block), under ids no
     block ever had, consecutive in the given order (writer, inside its transaction): the ids
-    taken in one statement, the rows inserted in another (a push brings a pack per stream).
-    Returns the last id (0 for none)."""
+    taken in one statement, which also raises seal_state.max_id to `max_id` (a push's highest
+    entry id), and the rows inserted in as few as storage/inserts.py makes them (a push
+    brings a pack per stream). Returns the last id (0 for none)."""
     if not blocks:
+        if max_id:
+            conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1",
+                         (max_id,))
         return 0
-    last = conn.execute("UPDATE seal_state SET last_block_id = last_block_id + ? "
-                        "WHERE id = 1 RETURNING last_block_id", (len(blocks),)).fetchone()[0]
-    conn.executemany(
-        "INSERT INTO blocks (id, stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, "
-        "flags, aligned, md_names, bloom, keys, lengths, metadata, lines) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    last = conn.execute("UPDATE seal_state SET last_block_id = last_block_id + ?, "
+                        "max_id = max(max_id, ?) WHERE id = 1 RETURNING last_block_id",
+                        (len(blocks), max_id)).fetchone()[0]
+    execute_values(
+        conn, "INSERT INTO blocks (id, stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, "
+        "flags, aligned, md_names, bloom, keys, lengths, metadata, lines) VALUES {values}", 16,
         [(block_id, sid, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
           b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)
          for block_id, (sid, b) in enumerate(blocks, last - len(blocks) + 1)])

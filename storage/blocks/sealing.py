@@ -356,10 +356,13 @@ def make_reclaimable(conn: sqlite3.Connection) -> bool:
 def sealed_horizons(conn: sqlite3.Connection, stream_ids: Sequence[int]) -> dict[int, int]:
     """Stream id -> the newest timestamp its packs and blocks hold, for the streams that
     have any: one index probe per stream (a GROUP BY over `IN (...)` read every block of the
-    streams, and with packs a stream has one per push)."""
-    return {sid: newest for sid, newest in conn.execute(
-        "SELECT j.value, (SELECT max(max_ts) FROM blocks WHERE stream_id = j.value) "
-        "FROM json_each(?) j", (json.dumps(list(stream_ids)),)) if newest is not None}
+    streams, and with packs a stream has one per push), answered in one row (the writer's
+    steps each wait for the GIL, storage/inserts.py)."""
+    text = conn.execute(
+        "SELECT json_group_array(json_array(j.value, "
+        "(SELECT max(max_ts) FROM blocks WHERE stream_id = j.value))) FROM json_each(?) j",
+        (json.dumps(list(stream_ids)),)).fetchone()[0]
+    return {sid: newest for sid, newest in json.loads(text) if newest is not None}
 
 
 def sealed_duplicates(conn: sqlite3.Connection, stream_id: int,

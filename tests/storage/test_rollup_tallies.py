@@ -88,7 +88,7 @@ def test_tallied_rollups_are_what_the_stored_rows_count(tmp_path):
 
 
 def test_many_few_line_streams_go_in_as_statements_of_many_rows(tmp_path):
-    """A push of many streams of a few lines each: `entries` rows, inserted 100 to a
+    """A push of many streams of a few lines each: `entries` rows, inserted 128 to a
     statement (storage/inserts.py) with the rest after them. Every row goes in once, in
     arrival order, and a repeat of a stored line in the middle of the push is left out and
     not counted."""
@@ -103,7 +103,7 @@ def test_many_few_line_streams_go_in_as_statements_of_many_rows(tmp_path):
                 for s in range(70)]
 
     prepared, _ = preparer.prepare(streams(3), time.time_ns(), lim)
-    assert sum(len(ps.rows) for ps in prepared) == 210  # two statements of 100, then 10
+    assert sum(len(ps.rows) for ps in prepared) == 210  # statements of 128, 64, 16, 2
     assert _push(conn, cache, prepared).inserted == 210
     stored_rows = conn.execute("SELECT line FROM entries ORDER BY id").fetchall()
     assert [line for (line,) in stored_rows] == [
