@@ -15,6 +15,7 @@ gives up the GIL and waits to get it back). Nothing is written to bench/REPORT.m
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -104,7 +105,6 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     args = ap.parse_args()
     sys.setswitchinterval(app.GIL_SWITCH_INTERVAL)
-    import gc
     gc.set_threshold(memory.GC_GEN0_THRESHOLD, 10, 10)
     prepared = prepared_pushes(args.pushes)
     for _ in range(args.runs):

@@ -35,10 +35,8 @@ def execute_values(conn: sqlite3.Connection, template: str, width: int,
     """`template` with `{values}` replaced by `(?, ...), (?, ...)` for rows of `width` values,
     run over every row in order: ROWS_PER_STATEMENT rows a statement, the rest in statements
     of 64, 32, ... 1 rows, so that a template has at most eight texts to prepare and cache.
-
     For `INSERT INTO t (...) VALUES {values} [ON CONFLICT ...]` the rows go in one after the
-    other as with `executemany`. For `UPDATE t ... FROM (VALUES {values}) AS v ...` a row of
-    t that two rows of v name is updated once, from either: give each row of t once."""
+    other, as with `executemany`."""
     flat = list(chain.from_iterable(rows))
     n = len(flat) // width
     most = min(ROWS_PER_STATEMENT, MAX_PARAMETERS // width)

@@ -116,6 +116,8 @@ def stream_ids_for(conn: sqlite3.Connection, cache: dict, tenant: str,
 def extend_stream_ranges(conn: sqlite3.Connection,
                          ranges: Sequence[tuple[int, int, int]]) -> None:
     """(first, last, stream id) each: widen the streams' time ranges to include them."""
+    # a stream named twice is merged first: `UPDATE ... FROM` updates a row once, from
+    # either of the rows that name it
     widest: dict[int, tuple[int, int]] = {}
     for first, last, sid in ranges:
         had = widest.get(sid)

@@ -323,7 +323,7 @@ class Preparer:
         if hashed is None:  # no C loops, or a line with a lone surrogate
             datas = [line.encode("utf-8", "surrogatepass") for line in lines]
             sizes = list(map(len, datas))
-            hashes = entry_hashes(datas, repeat(md_bytes) if md_bytes.__class__ is bytes
+            hashes = entry_hashes(datas, repeat(md_bytes) if isinstance(md_bytes, bytes)
                                   else md_bytes)
         else:
             hashes, sizes = hashed
