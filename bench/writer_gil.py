@@ -38,6 +38,7 @@ from services.runtime import memory  # noqa: E402
 from services.runtime.limits import Limits  # noqa: E402
 from storage.db import CHECKPOINT_PAGES, Database  # noqa: E402
 from storage.entries import append  # noqa: E402
+from storage.stream_ids import StreamIds  # noqa: E402
 
 
 def prepared_pushes(pushes: int) -> list:
@@ -70,7 +71,7 @@ def run(prepared: list, beside: int) -> tuple[float, float, float]:
     took = {"append": 0.0, "commit": 0.0, "statements": 0}
 
     def writer() -> None:
-        cache: dict = {}
+        cache = StreamIds()
         started: list[str] = []
         for streams in prepared:
             conn.execute("BEGIN IMMEDIATE")

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from logql.errors import QueryTimeout
 from storage.dir_lock import DataDirLock
+from storage.stream_ids import StreamIds
 
 log = logging.getLogger("logstore.db")
 
@@ -240,9 +241,9 @@ class Database:
         self.writer_alive = False
         self.disk_full = False  # the last write failed for want of space (/ready says so)
         self.commits = 0
-        # caches owned by the writer thread (stream ids...): name -> dict, emptied when a
-        # transaction rolls back because they may describe rows that no longer exist
-        self.writer_cache: dict[str, dict] = {}
+        # every stream's id, owned by the writer thread; forgotten when a transaction or a
+        # caller's savepoint rolls back, because it may name streams that no longer exist
+        self.stream_ids = StreamIds()
         self._shm: int | None = None  # the -shm file, read by _wal_frames_waiting
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -424,15 +425,15 @@ class Database:
                     conn.execute("RELEASE work")
                 except sqlite3.Error:
                     raise exc from None  # SQLite rolled the whole transaction back
+                self._forget()  # the caller may have learnt ids of streams it made
                 results.append((work, False, exc))
             else:
                 conn.execute("RELEASE work")
                 results.append((work, True, value))
 
     def _forget(self) -> None:
-        """After a rollback: the writer's caches may describe rows that are gone."""
-        for cache in self.writer_cache.values():
-            cache.clear()
+        """After a rollback: the writer's map of stream ids may name streams that are gone."""
+        self.stream_ids.forget()
 
     def _settle(self, results: list[tuple[_Work, bool, Any]]) -> None:
         for work, ok, value in results:

@@ -24,6 +24,7 @@ from storage.blocks import codec as B, sealing
 from storage.blocks.catalog import insert_blocks
 from storage.blocks.packs import PackParts, encode_rows
 from storage.inserts import execute_values
+from storage.stream_ids import StreamIds
 from storage.streams import extend_stream_ranges, stream_ids_for
 
 DEFAULT_WINDOW_NS = 3600 * 10**9  # storage.block_window's default
@@ -156,7 +157,7 @@ def _per_window(rows: list, window_ns: int) -> list[list]:
     return list(parts.values())
 
 
-def append(conn: sqlite3.Connection, cache: dict, tenant: str,
+def append(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
            streams: list[PreparedStream], window_ns: int = DEFAULT_WINDOW_NS) -> AppendResult:
     """Store a push (writer, inside its transaction). Per stream, the rows no stored line
     repeats become, from PACK_MIN_ROWS of them, a pack per window (the sealer's
@@ -167,7 +168,7 @@ def append(conn: sqlite3.Connection, cache: dict, tenant: str,
     if not streams:
         return result
     first_id = next_id = newest_head_id(conn) + 1
-    sids, created = stream_ids_for(conn, cache, tenant, streams)
+    sids, created = stream_ids_for(conn, ids, tenant, streams)
     older = [sid for sid in sids if sid not in created]
     horizons = sealing.sealed_horizons(conn, older) if older else {}
     in_entries = _held_in_entries(conn, [(sid, ps.rows) for sid, ps in zip(sids, streams)

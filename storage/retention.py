@@ -14,6 +14,7 @@ import sqlite3
 from typing import NamedTuple
 
 from logql.model import MINUTE_NS, parse_canonical
+from storage.stream_ids import StreamIds
 
 
 class StreamInfo(NamedTuple):
@@ -69,10 +70,10 @@ def expire(conn: sqlite3.Connection, stream_id: int, cut: int,
     return lines, len(block_rows), False
 
 
-def drop_if_empty(conn: sqlite3.Connection, stream_id: int, stream_cache: dict) -> bool:
+def drop_if_empty(conn: sqlite3.Connection, stream_id: int, ids: StreamIds) -> bool:
     """Remove a stream that holds no line any more, with its postings and rollups (writer).
-    `stream_cache` is the ingester's writer cache of stream ids: its entry must go too, or
-    the next push would write to the removed id."""
+    `ids` is the writer's map of stream ids: its entry must go too, or the next push would
+    write to the removed id."""
     if conn.execute("SELECT 1 FROM entries WHERE stream_id = ? LIMIT 1", (stream_id,)).fetchone() \
             or conn.execute("SELECT 1 FROM blocks WHERE stream_id = ? LIMIT 1",
                             (stream_id,)).fetchone():
@@ -89,5 +90,5 @@ def drop_if_empty(conn: sqlite3.Connection, stream_id: int, stream_cache: dict) 
                      [(tenant, name, value, stream_id)
                       for name, value in parse_canonical(canonical).items()])
     conn.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
-    stream_cache.pop((tenant, canonical), None)
+    ids.remove(tenant, canonical)
     return True

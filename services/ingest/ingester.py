@@ -164,9 +164,8 @@ class Ingester:
                                 ) from None
             self._written(tenant, outcome.result)
         elif prepared:
-            cache = self.db.writer_cache.setdefault("streams", {})
-            window = self.window_ns
-            outcome.result = await self.db.write(lambda conn: append(conn, cache, tenant,
+            ids, window = self.db.stream_ids, self.window_ns
+            outcome.result = await self.db.write(lambda conn: append(conn, ids, tenant,
                                                                      prepared, window))
             self._written(tenant, outcome.result)
         return outcome

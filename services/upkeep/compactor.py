@@ -194,14 +194,14 @@ class Compactor:
             started = time.perf_counter()
             removed = 0
             streams = await self.db.read(retention.stream_labels)
-            cache = self.db.writer_cache.setdefault("streams", {})
+            ids = self.db.stream_ids
             emptied: set[int] = set()
             if self.deletions is not None:
                 removed += await self.deletions.process_due(streams)
                 emptied, self.deletions.touched = self.deletions.touched, set()
             for sid in emptied:
                 if await self.db.write(
-                        lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
+                        lambda conn, s=sid: retention.drop_if_empty(conn, s, ids)):
                     self.streams_removed += 1
             for sid, info in streams.items():
                 visible = self.policy.cutoff_of(info.tenant, info.labels)
@@ -215,7 +215,7 @@ class Compactor:
                     removed += lines
                     self.blocks_removed += blocks
                 if await self.db.write(
-                        lambda conn, s=sid: retention.drop_if_empty(conn, s, cache)):
+                        lambda conn, s=sid: retention.drop_if_empty(conn, s, ids)):
                     self.streams_removed += 1
             before = None
             while True:  # hand every freed page back, a few thousand per writer job

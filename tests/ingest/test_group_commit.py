@@ -71,12 +71,12 @@ def test_a_failing_write_rolls_back_only_itself(db):
         await loop.run_in_executor(None, running.wait, 30)
 
         def good(conn):
-            conn.execute("INSERT INTO streams (tenant, labels, fingerprint, first_ts, last_ts) "
-                         "VALUES ('t', '{a=\"good\"}', 1, 0, 0)")
+            conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, "
+                         "last_ts) VALUES (1, 't', '{a=\"good\"}', 1, 0, 0)")
 
         def bad(conn):
-            conn.execute("INSERT INTO streams (tenant, labels, fingerprint, first_ts, last_ts) "
-                         "VALUES ('t', '{a=\"bad\"}', 2, 0, 0)")
+            conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, "
+                         "last_ts) VALUES (2, 't', '{a=\"bad\"}', 2, 0, 0)")
             raise ValueError("refused half-way")
 
         first, second, third = (loop.create_task(db.write(fn)) for fn in (good, bad, good))
@@ -89,7 +89,7 @@ def test_a_failing_write_rolls_back_only_itself(db):
     results = asyncio.run(scenario())
     assert results[0] is None
     assert isinstance(results[1], ValueError)
-    # the third insert collides with the first (UNIQUE tenant, labels) and fails alone
+    # the third insert collides with the first (the same id) and fails alone
     assert isinstance(results[2], sqlite3.IntegrityError)
     labels = db.read_sync(lambda conn: [r[0] for r in conn.execute(
         "SELECT labels FROM streams ORDER BY id")])
@@ -104,7 +104,7 @@ def test_a_push_that_fails_alone_leaves_nothing_and_the_stream_can_be_pushed_aga
     ts = now_ns()
     raw = [RawStream([("app", "api")], [(ts, "first try", None)])]
     prepared, _ = ingester.preparer.prepare(raw, ts, ingester.limits.of("fake"))
-    cache = db.writer_cache.setdefault("streams", {})
+    cache = db.stream_ids
 
     def append_then_fail(conn):
         append(conn, cache, "fake", prepared)
@@ -121,3 +121,77 @@ def test_a_push_that_fails_alone_leaves_nothing_and_the_stream_can_be_pushed_aga
     rows = db.read_sync(lambda conn: conn.execute(
         "SELECT s.labels, e.line FROM entries e JOIN streams s ON s.id = e.stream_id").fetchall())
     assert rows == [('{app="api", service_name="api"}', "second try")]
+
+
+def test_a_push_that_fails_beside_others_leaves_nothing_and_the_stream_can_be_pushed_again(db):
+    """As above, but the failing write shares its transaction with another: only its
+    savepoint is rolled back, and the writer forgets the ids it learned all the same (it
+    used to keep them, and the next push wrote lines for a stream that was gone)."""
+    ingester = Ingester(db, Limits(config_module.Config().limits_config))
+    ts = now_ns()
+    prepared, _ = ingester.preparer.prepare([RawStream([("app", "api")], [(ts, "first", None)])],
+                                            ts, ingester.limits.of("fake"))
+
+    def append_then_fail(conn):
+        append(conn, db.stream_ids, "fake", prepared)
+        raise ValueError("refused after the stream was made")
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        blocked, running, release = _hold_writer(db, loop)
+        await loop.run_in_executor(None, running.wait, 30)
+        failing = loop.create_task(db.write(append_then_fail))
+        other = loop.create_task(ingester.push("fake", [RawStream([("app", "web")],
+                                                                  [(ts, "web", None)])]))
+        while db._queue.qsize() < 2:
+            await asyncio.sleep(0)
+        commits = db.commits
+        release.set()
+        await blocked
+        results = await asyncio.gather(failing, other, return_exceptions=True)
+        return results, db.commits - commits
+
+    (failed, outcome), commits = asyncio.run(scenario())
+    assert commits == 2 and isinstance(failed, ValueError) and outcome.errors == []
+    assert db.read_sync(lambda conn: conn.execute(
+        "SELECT labels FROM streams").fetchall()) == [('{app="web", service_name="web"}',)]
+
+    outcome = asyncio.run(ingester.push("fake", [RawStream([("app", "api")],
+                                                           [(ts + 1, "second", None)])]))
+    assert outcome.errors == []
+    rows = db.read_sync(lambda conn: conn.execute(
+        "SELECT s.labels, e.line FROM entries e JOIN streams s ON s.id = e.stream_id "
+        "ORDER BY e.id").fetchall())
+    assert rows == [('{app="web", service_name="web"}', "web"),
+                    ('{app="api", service_name="api"}', "second")]
+
+
+def test_a_label_set_stays_one_stream_across_restarts(tmp_path):
+    """The writer knows streams by label set from memory (the table has no index on labels):
+    after a restart it loads them, so a stream pushed again is the stream it was."""
+    path = str(tmp_path / "d")
+    ts = now_ns()
+    for k in range(3):
+        database = Database(path)
+        database.open()
+        try:
+            assert database.stream_ids.loaded is False  # a fresh process knows nothing yet
+            ingester = Ingester(database, Limits(config_module.Config().limits_config))
+            outcome = asyncio.run(ingester.push("fake", [
+                RawStream([("app", "api")], [(ts + k, f"api {k}", None)]),
+                RawStream([("app", f"new{k}")], [(ts + k, f"new {k}", None)])]))
+            assert outcome.errors == []
+        finally:
+            database.close()
+    database = Database(path)
+    database.open()
+    try:
+        rows = database.read_sync(lambda conn: conn.execute(
+            "SELECT s.id, s.labels, group_concat(e.line, '|') FROM streams s "
+            "JOIN entries e ON e.stream_id = s.id GROUP BY s.id ORDER BY s.id").fetchall())
+    finally:
+        database.close()
+    assert rows == [(1, '{app="api", service_name="api"}', "api 0|api 1|api 2"),
+                    (2, '{app="new0", service_name="new0"}', "new 0"),
+                    (3, '{app="new1", service_name="new1"}', "new 1"),
+                    (4, '{app="new2", service_name="new2"}', "new 2")]

@@ -10,6 +10,7 @@ from logql.model import MINUTE_NS, canonical_labels
 from storage import rollups
 from storage.db import connect, migrate
 from storage.entries import PreparedStream, append
+from storage.stream_ids import StreamIds
 from storage.reader import LogReader
 
 NS = 10**9
@@ -42,7 +43,7 @@ def store(tmp_path_factory):
     # one transaction, as the writer's group commit does: row by row in autocommit each
     # insert was its own synced commit (21 s for the 12,300 rows)
     conn.execute("BEGIN")
-    append(conn, {}, "t", prepared)
+    append(conn, StreamIds(), "t", prepared)
     conn.execute("COMMIT")
     by_text = dict(conn.execute("SELECT labels, id FROM streams"))
     sid_of = {k: by_text[canonical_labels({"app": f"a{k % GROUPS}", "k": str(k)})]

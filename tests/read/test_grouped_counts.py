@@ -11,6 +11,7 @@ from logql.model import MINUTE_NS, canonical_labels
 from services.read.visibility import VisibleReader
 from storage.db import connect, migrate
 from storage.entries import PreparedStream, append
+from storage.stream_ids import StreamIds
 from storage.reader import LogReader
 
 NS = 10**9
@@ -41,7 +42,7 @@ def reader(tmp_path):
         labels = {"app": "g", "k": str(k)}
         prepared.append(PreparedStream(labels, canonical_labels(labels), rows,
                                        rows[0][0], rows[-1][0]))
-    append(conn, {}, "t", prepared)
+    append(conn, StreamIds(), "t", prepared)
     inner = LogReader(conn)
     ids = {labels_k: sid for sid, labels_k in conn.execute(
         "SELECT id, labels FROM streams ORDER BY id")}

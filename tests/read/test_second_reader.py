@@ -21,6 +21,7 @@ from services.read.visibility import VisibleReader
 from storage import scan, second_reader
 from storage.db import connect, migrate
 from storage.entries import append
+from storage.stream_ids import StreamIds
 from storage.reader import LogReader
 from tests.helpers import seal
 
@@ -38,7 +39,7 @@ def _push(conn: sqlite3.Connection, pods: range, minutes: range, tag: str = "") 
                                            LimitsConfig(reject_old_samples=False))
     assert not outcome.errors
     conn.execute("BEGIN")
-    append(conn, {}, "t", prepared)
+    append(conn, StreamIds(), "t", prepared)
     conn.execute("COMMIT")
 
 

@@ -15,6 +15,7 @@ from storage.blocks import codec as B
 from storage.blocks.packs import encode_rows
 from storage.db import connect, migrate
 from storage.entries import PACK_MIN_ROWS, append
+from storage.stream_ids import StreamIds
 from tests.helpers import head_rows, sealed_blocks, sealed_rows, stored
 
 T = 1_700_000_000 * 10**9
@@ -46,7 +47,7 @@ def _push(conn, raw: list[RawStream], window_ns: int = HOUR):
                                            LimitsConfig(reject_old_samples=False))
     assert not outcome.errors
     conn.execute("BEGIN")
-    result = append(conn, {}, "t", prepared, window_ns)
+    result = append(conn, StreamIds(), "t", prepared, window_ns)
     conn.execute("COMMIT")
     return result
 

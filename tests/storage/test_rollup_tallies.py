@@ -15,6 +15,7 @@ from services.ingest.prepare import Preparer, RawStream
 from storage.db import connect, migrate
 from storage.deletes import block_rows
 from storage.entries import append
+from storage.stream_ids import StreamIds
 
 NS = 10**9
 BASE = time.time_ns() - 600 * NS
@@ -55,7 +56,7 @@ def _push(conn, cache, prepared):
 def test_tallied_rollups_are_what_the_stored_rows_count(tmp_path):
     conn = connect(str(tmp_path / "x.db"))
     migrate(conn)
-    preparer, cache = Preparer(), {}
+    preparer, cache = Preparer(), StreamIds()
     lim = LimitsConfig(reject_old_samples=False)
     for seed in (0, 1):
         prepared, outcome = preparer.prepare(_raw(seed), time.time_ns(), lim)
@@ -94,7 +95,7 @@ def test_many_few_line_streams_go_in_as_statements_of_many_rows(tmp_path):
     not counted."""
     conn = connect(str(tmp_path / "x.db"))
     migrate(conn)
-    preparer, cache = Preparer(), {}
+    preparer, cache = Preparer(), StreamIds()
     lim = LimitsConfig(reject_old_samples=False)
 
     def streams(lines: int) -> list[RawStream]:

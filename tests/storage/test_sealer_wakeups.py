@@ -208,7 +208,7 @@ def test_lines_into_a_closed_window_are_sealed_once_the_pushes_pause(tmp_path, m
             async def push(pod: str, ts: int) -> None:
                 ps = PreparedStream({"pod": pod}, f'{{pod="{pod}"}}',
                                     rows=[(ts, 1, "a line", None)], first_ts=ts, last_ts=ts)
-                result = await db.write(lambda c: append(c, {}, "t", [ps], 10 * MIN))
+                result = await db.write(lambda c: append(c, db.stream_ids, "t", [ps], 10 * MIN))
                 sealer.notify("t", result)
 
             await push("a", 50 * MIN)  # into the closed window [50, 60) min

@@ -12,6 +12,7 @@ from config import LimitsConfig
 from services.ingest.prepare import Preparer, RawStream
 from storage.db import connect, migrate
 from storage.entries import PACK_MIN_ROWS, append
+from storage.stream_ids import StreamIds
 from storage.inserts import ROWS_PER_STATEMENT, execute_values
 from storage.streams import extend_stream_ranges
 from tests.helpers import head_rows
@@ -97,7 +98,7 @@ def test_a_push_to_more_streams_runs_no_more_statements(tmp_path):
     for count in (30, 240):
         (tmp_path / str(count)).mkdir()
         conn = _db(tmp_path / str(count))
-        cache: dict = {}
+        cache = StreamIds()
         _push(conn, cache, _streams(count, PACK_MIN_ROWS, 0))
         result, started = _push(conn, cache, _streams(count, PACK_MIN_ROWS + 8, 10_000))
         assert result.inserted == count * (PACK_MIN_ROWS + 8)
@@ -115,7 +116,7 @@ def test_a_packs_repeats_of_rows_are_found_stream_by_stream(tmp_path):
     """Stream a's few lines are `entries` rows; its next push repeats them among many. Stream
     b's push brings lines with a's timestamps and text: not repeats, as they are b's."""
     conn = _db(tmp_path)
-    cache: dict = {}
+    cache = StreamIds()
     few = [(T + i, f"line {i}", None) for i in range(3)]
     _push(conn, cache, [RawStream([("app", "a")], few), RawStream([("app", "b")], [few[0]])])
     many = [(T + 100 + i, f"more {i}", None) for i in range(PACK_MIN_ROWS)]
