@@ -22,8 +22,9 @@ from typing import Iterable, Iterator
 from logql.model import MINUTE_NS
 from storage.blocks import codec as B, sealing
 from storage.blocks.catalog import insert_blocks
-from storage.blocks.packs import PackParts, encode_rows
+from storage.blocks.packs import PackParts, encode_columns, encode_rows
 from storage.inserts import execute_values
+from storage.row_columns import RowColumns, ts_range
 from storage.stream_ids import StreamIds
 from storage.streams import extend_stream_ranges, stream_ids_for
 
@@ -47,6 +48,14 @@ class PreparedStream:
     pack: PackParts | None = None
     repeats: int = 0  # rows `pack_rows` dropped as repeats within the push
 
+    def __getstate__(self) -> dict:
+        # pickled by a query worker for the server: a pack's rows go as columns, made into
+        # tuples only if the server reads them (storage/row_columns.py)
+        state = self.__dict__.copy()
+        if self.pack is not None and type(self.rows) is list:
+            state["rows"] = RowColumns.of(self.rows)
+        return state
+
 
 def pack_rows(ps: PreparedStream) -> None:
     """From PACK_MIN_ROWS rows on, drop their repeats within the push and encode them as a
@@ -54,7 +63,10 @@ def pack_rows(ps: PreparedStream) -> None:
     only gives ids. Fewer become `entries` rows, whose unique key leaves repeats out."""
     if len(ps.rows) < PACK_MIN_ROWS:
         return
-    rows = _without_repeats(ps.rows)
+    if isinstance(ps.rows, RowColumns) and ps.rows.without_repeats():
+        ps.pack = encode_columns(ps.rows.ts, ps.rows.lines(), ps.rows.md_texts())
+        return
+    rows = _without_repeats(list(ps.rows))
     if len(rows) != len(ps.rows):
         ps.repeats += len(ps.rows) - len(rows)
         ps.rows = rows
@@ -184,7 +196,7 @@ def append(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
             else _without_repeats(ps.rows)
         offered += len(ps.rows) + ps.repeats
         horizon = horizons.get(sid)
-        if horizon is not None and min(r[0] for r in rows) <= horizon:
+        if horizon is not None and ts_range(rows)[0] <= horizon:
             # a line at or before the stream's newest stored one may repeat a stored line
             held = sealing.sealed_duplicates(conn, sid, [r for r in rows if r[0] <= horizon])
             if held:
@@ -260,7 +272,7 @@ def _held_in_entries(conn: sqlite3.Connection, streams: list[tuple[int, list]]
     push, answered in one row (see storage/inserts.py: each step waits for the GIL)."""
     if not streams:
         return {}
-    ranges = [(sid, min(r[0] for r in rows), max(r[0] for r in rows)) for sid, rows in streams]
+    ranges = [(sid, *ts_range(rows)) for sid, rows in streams]
     text = conn.execute(
         "SELECT json_group_array(json_array(e.stream_id, e.ts, e.hash)) "
         "FROM json_each(?) j CROSS JOIN entries e "

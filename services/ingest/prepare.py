@@ -23,7 +23,8 @@ from logql.model import MINUTE_NS, canonical_labels, label_pairs_string
 from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_label_set
 from services.ingest.levels import LevelDetector, linescan, normalise_level
 from services.runtime.errors import PlainError
-from storage.entries import AppendResult, PreparedStream, pack_rows, tally
+from storage.entries import PACK_MIN_ROWS, AppendResult, PreparedStream, pack_rows, tally
+from storage.row_columns import RowColumns
 
 # A stream's rows are tallied for the rollups (storage/entries.py `tally`) only when it
 # brings at least this many: a push of 500 new streams of 10 lines each spent a quarter of
@@ -113,6 +114,13 @@ def rfc3339(ns: int) -> str:
     return text + "Z"
 
 
+def _row_list(ps: PreparedStream) -> list:
+    """The stream's rows as a list, to add more to (a stream named twice in a push)."""
+    if ps.rows.__class__ is RowColumns:
+        ps.rows = ps.rows.rows()
+    return ps.rows
+
+
 def entry_hashes(lines: Sequence[bytes], metadata: Iterable[bytes]) -> list[int]:
     """64-bit content hashes (two independent checksums over the line's bytes, then its
     metadata text's, b"" when none) used to drop exact duplicates; stored in the head, so
@@ -136,6 +144,7 @@ class Preparer:
         # by `log_level_fields`: tenants share one detector unless their overrides differ
         self._detectors: dict[tuple[str, ...], LevelDetector] = {}
         self._level_md: dict[str, str] = {}  # detected_level value -> its metadata JSON text
+        self._level_md_bytes: dict[str, bytes] = {}  # ... and that text's bytes
 
     def _levels(self, fields: list[str]) -> LevelDetector:
         key = tuple(fields)
@@ -224,7 +233,7 @@ class Preparer:
             if self._whole_stream(ps, raw.entries, outcome, lim, newest_ok, oldest_ok,
                                   stream_level, levels if detect else None):
                 continue
-            rows = ps.rows
+            rows = _row_list(ps)
             first, last = ps.first_ts or None, ps.last_ts or None
             for ts, line, md in raw.entries:
                 if ts > newest_ok:
@@ -312,13 +321,15 @@ class Preparer:
         else:
             found = [stream_level] * len(lines) if stream_level else \
                 levels.from_lines(lines)
-            texts = {level: self._level_text(level) for level in set(found)}
-            md_texts = [texts[level] for level in found]
-            if len(texts) == 1:
-                md_bytes = md_texts[0].encode()
-            else:
-                encoded = {level: text.encode() for level, text in texts.items()}
-                md_bytes = [encoded[level] for level in found]
+            distinct = set(found)
+            if not distinct <= self._level_md.keys():
+                for level in distinct:
+                    self._level_text(level)
+            # each row's text and bytes by a C-level lookup, not dicts and comprehensions per
+            # stream: 500 streams of 10 lines, 0.8 -> 0.5 ms
+            md_texts = list(map(self._level_md.__getitem__, found))
+            md_bytes = self._level_md_bytes[found[0]] if len(distinct) == 1 else \
+                list(map(self._level_md_bytes.__getitem__, found))
         hashed = linescan.hashes(lines, md_bytes) if linescan is not None else None
         if hashed is None:  # no C loops, or a line with a lone surrogate
             datas = [line.encode("utf-8", "surrogatepass") for line in lines]
@@ -329,7 +340,11 @@ class Preparer:
             hashes, sizes = hashed
         if 0 < lim.max_line_size < max(sizes):
             return False
-        ps.rows.extend(zip(tss, hashes, lines, md_texts))
+        if self.packs and not ps.rows and len(tss) >= PACK_MIN_ROWS:
+            # to be a pack: kept as columns, no tuple per row (storage/row_columns.py)
+            ps.rows = RowColumns(tss, hashes, lines, (None,) if levels is None else md_texts)
+        else:
+            _row_list(ps).extend(zip(tss, hashes, lines, md_texts))
         if ps.tallies is not None and linescan is not None:
             linescan.tally(ps.tallies, tss, None if levels is None else md_texts, sizes,
                            MINUTE_NS)
@@ -349,6 +364,7 @@ class Preparer:
         text = self._level_md.get(level)
         if text is None:
             text = self._level_md[level] = _json_encode({"detected_level": level}).decode()
+            self._level_md_bytes[level] = text.encode()
         return text
 
     def _check_metadata(self, md: dict[str, str], canonical: str, errors: list[str],

@@ -54,12 +54,16 @@ class PackParts:
 
 def encode_rows(rows: Sequence[tuple[int, int, str, str | None]]) -> PackParts:
     """A stream's rows (ts, hash, line, metadata text or None), in arrival order, as a pack
-    but for its ids. Python lists and struct, not numpy: a push's pack per stream holds a few
-    dozen rows, where numpy's fixed cost per call was most of the encoding."""
-    n = len(rows)
-    ts = [r[0] for r in rows]
-    lines = [r[2] for r in rows]
-    mds = [r[3] for r in rows]
+    but for its ids."""
+    return encode_columns([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
+
+
+def encode_columns(ts: Sequence[int], lines: Sequence[str],
+                   mds: Sequence[str | None]) -> PackParts:
+    """`encode_rows` of rows given as columns, in arrival order. Python lists and struct, not
+    numpy: a push's pack per stream holds a few dozen rows, where numpy's fixed cost per call
+    was most of the encoding."""
+    n = len(ts)
     if any(b < a for a, b in zip(ts, ts[1:])):
         order = sorted(range(n), key=ts.__getitem__)  # stable: equal times keep arrival order
         ts = [ts[i] for i in order]

@@ -309,3 +309,35 @@ def test_an_otlp_push_in_a_worker_is_stored_as_the_server_stores_it(make_server,
     assert len(contents[1]) == 2 * 2 * 100 and contents[1] == contents[0]
     labels, md = contents[1][0][1], contents[1][0][4]
     assert "k8s_pod_name" in labels and md["http_route"] == "/r/0" and md["host_name"] == "n1"
+
+
+def test_a_live_tail_gets_every_line_of_a_push_a_worker_prepared(make_server):
+    """A worker sends a pack's rows back as columns (storage/row_columns.py); the server makes
+    lines of them only for a reader such as a live tail, which gets each line as pushed."""
+    import asyncio
+    from urllib.parse import urlencode
+
+    import websockets
+
+    srv = make_server({**LIMITS, "querier": {"worker_processes": 1}})
+    _start_a_worker(srv)
+    now = time.time_ns()
+    body = _json_push(now, 7)
+    sent = {(ts, line) for s in json.loads(body)["streams"] for ts, line, *_ in s["values"]}
+    url = srv.url.replace("http://", "ws://") + "/logstore/api/v1/tail?" + urlencode(
+        {"query": '{env="prod"}', "limit": "1"})
+
+    async def main() -> set[tuple[str, str]]:
+        got: set[tuple[str, str]] = set()
+        async with websockets.connect(url) as ws:
+            with _another_push_in_flight(srv):
+                r = await asyncio.to_thread(httpx.post, srv.url + PUSH, content=body,
+                                            headers=JSON)
+                assert r.status_code == 204, r.text
+            assert _metric(srv.url, "logstore_query_worker_pushes_total") == 1
+            while len(got) < len(sent):
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                got.update((v[0], v[1]) for s in frame["streams"] for v in s["values"])
+        return got
+
+    assert asyncio.run(main()) == sent
