@@ -175,6 +175,26 @@ def test_invalid_label_name_refuses_that_stream_only(client):
     assert [row[3] for row in stored(db_path(client))] == ["kept"]
 
 
+def test_an_invalid_label_name_is_refused_every_time(client):
+    """The preparer remembers the label names that passed (a bounded set): never one that
+    did not, and nothing changes once the set is full and starts over."""
+    from services.ingest.prepare import MAX_NAMES_KEPT
+
+    ts = now_ns()
+    bad = json.dumps({"streams": [{"stream": {"a-b": "x"}, "values": [[str(ts), "bad"]]}]})
+    many = json.dumps({"streams": [{"stream": {f"n{i}": "v"}, "values": [[str(ts), "ok"]]}
+                                   for i in range(MAX_NAMES_KEPT + 10)]})
+    for body in (bad, bad, many, bad):
+        r = client.post(PUSH, content=body.encode(), headers=JSON_HEADERS)
+        if body is many:
+            assert r.status_code == 204, r.text
+        else:
+            assert r.status_code == 400
+            assert r.text == ("couldn't parse labels: 1:3: parse error: unexpected character "
+                              "inside braces: '-'\n")
+    assert {row[3] for row in stored(db_path(client))} == {"ok"}
+
+
 def test_too_many_label_names(client):
     labels = {f"l{i}": "v" for i in range(16)}
     r = client.post(PUSH, content=push_body(labels, [[str(now_ns()), "x"]]),
