@@ -160,7 +160,7 @@ def _without_repeats(rows: list[tuple[int, int, str, str | None]]) -> list:
 def _per_window(rows: list, window_ns: int) -> list[list]:
     """A stream's rows of a push, split by the sealer's window (most pushes hold one): a
     pack holds one window's lines, so the window's block is sealed from its packs alone."""
-    first, last = min(r[0] for r in rows), max(r[0] for r in rows)
+    first, last = ts_range(rows)
     if first - first % window_ns == last - last % window_ns:
         return [rows]
     parts: dict[int, list] = {}
