@@ -100,8 +100,9 @@ class Ingester:
         if text is not None:
             raise PushError(429, text)
         kept = []
-        for ps, size in zip(prepared, sizes):
-            text = limits.check_stream(tenant, ps.canonical, len(ps.rows), size)
+        texts = limits.check_streams(tenant, [(ps.canonical, len(ps.rows), size)
+                                              for ps, size in zip(prepared, sizes)])
+        for ps, text in zip(prepared, texts):
             if text is None:
                 kept.append(ps)
                 continue

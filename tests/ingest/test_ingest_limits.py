@@ -81,6 +81,72 @@ def test_stream_limit_keeps_the_other_streams(make_client, clock, tmp_path):
     assert push(c, body({"c": 1}), tenant="t2").status_code == 204
 
 
+def test_an_idle_stream_leaves_the_stream_limit(make_client, clock, tmp_path):
+    # Loki's ingesters drop a stream idle for 30 minutes; one pushed to again stays
+    wall = {"t": NOW}
+    c = limited(make_client, clock, tmp_path, max_global_streams_per_user=2,
+                per_stream_rate_limit="1MB")
+    limits = c.app.state.services.ingester.ingest_limits
+    limits.wall = lambda: wall["t"]
+    minute = 60 * 10**9
+    assert push(c, body({"a": 1, "b": 1})).status_code == 204
+    wall["t"] += 20 * minute
+    clock["t"] += 20 * 60
+    assert push(c, body({"a": 1})).status_code == 204           # a: fresh again, b: not
+    wall["t"] += 11 * minute                                     # b idle 31 minutes
+    clock["t"] += 11 * 60
+    assert 'loki_ingester_memory_streams{tenant="t1"} 1.0' in c.get("/metrics").text
+    assert push(c, body({"c": 1})).status_code == 204           # in b's place
+    # b's rate bucket went with it (full again: what a new stream would get)
+    assert sorted(key[1] for key in limits._streams) == ['{app="a", service_name="a"}',
+                                                         '{app="c", service_name="c"}']
+    r = push(c, body({"d": 1}))                                  # a and c are active
+    assert r.status_code == 429 and 'stream {app="d", service_name="d"}' in r.text
+    assert [count(c, app) for app in "abcd"] == [2, 1, 1, 0]
+
+
+def test_active_streams_cost_what_a_push_brings(tmp_path):
+    """Issue 22: with the stream limit on, every new stream looked through all active ones
+    for idle streams (a push of 20,000 new streams spent 17 s there). Counted, not timed: the
+    lines run in services/ingest/ingest_limits.py for 4x the new streams grow about 4x."""
+    import sys
+    from types import SimpleNamespace
+
+    from services.ingest import ingest_limits
+    from services.ingest.ingest_limits import IngestLimits
+
+    lim = SimpleNamespace(max_global_streams_per_user=1_000_000, max_streams_per_user=0,
+                          per_stream_rate_limit=1 << 20, per_stream_rate_limit_burst=0)
+
+    def lines_run(n: int) -> int:
+        limits = IngestLimits(lambda tenant: lim, clock=lambda: 1.0, wall=lambda: NOW)
+        runs = [0]
+
+        def trace(frame, event, arg):
+            if frame.f_code.co_filename != ingest_limits.__file__:
+                return None
+
+            def local(frame, event, arg):
+                runs[0] += event == "line"
+                return local
+            return local
+
+        sys.settrace(trace)
+        try:
+            for first in range(0, n, 100):
+                texts = limits.check_streams("t", [(f'{{pod="p-{i}"}}', 1, 10)
+                                                   for i in range(first, first + 100)])
+                assert texts == [None] * 100
+        finally:
+            sys.settrace(None)
+        assert limits.active_streams() == [(["t"], n)]
+        return runs[0]
+
+    small, large = lines_run(500), lines_run(2000)
+    assert small > 500
+    assert large <= 5 * small, (small, large)
+
+
 def test_per_stream_rate(make_client, clock, tmp_path):
     c = limited(make_client, clock, tmp_path, per_stream_rate_limit="1KB",
                 per_stream_rate_limit_burst="1KB")
