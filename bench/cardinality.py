@@ -257,6 +257,9 @@ def main() -> None:
     ap.add_argument("--no-sealing", action="store_true",
                     help="storage.sealing_enabled: false, every line read from the head "
                          "(implies --no-report: the report's tables are of the store at rest)")
+    ap.add_argument("--stream-limit", type=int, default=0, metavar="N",
+                    help="limits_config.max_global_streams_per_user: N, as a Loki user with "
+                         "that many streams must raise it (implies --no-report)")
     ap.add_argument("--no-report", action="store_true")
     add_workers_flag(ap)
     args = ap.parse_args()
@@ -264,6 +267,10 @@ def main() -> None:
     CONFIG += workers_config(args.workers)
     if args.no_sealing:
         CONFIG += "storage:\n  sealing_enabled: false\n"
+        args.no_report = True
+    if args.stream_limit:
+        CONFIG = CONFIG.replace("limits_config:\n", "limits_config:\n  "
+                                f"max_global_streams_per_user: {args.stream_limit}\n")
         args.no_report = True
     results = [run_one(n, args.runs, args.churn, args.only, args.profile, args.keep,
                        sealing=not args.no_sealing) for n in args.streams]
