@@ -10,8 +10,9 @@ from rollups stay exact. A stream left with nothing is removed with its postings
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from logql.model import MINUTE_NS, parse_canonical
 from storage.stream_ids import StreamIds
@@ -35,22 +36,37 @@ def stream_labels(conn: sqlite3.Connection) -> dict[int, StreamInfo]:
                 "SELECT id, tenant, labels, first_ts, last_ts FROM streams")}
 
 
-def disk_cutoff(conn: sqlite3.Connection, stream_id: int, cutoff: int) -> int:
-    """The cutoff the sweep may use on disk: `cutoff` floored to a minute, lowered below
-    every block that would straddle it."""
-    cut = cutoff - cutoff % MINUTE_NS
-    while True:
-        row = conn.execute("SELECT min(min_ts) FROM blocks WHERE stream_id = ? AND min_ts < ? "
-                           "AND max_ts >= ?", (stream_id, cut, cut)).fetchone()
-        if row[0] is None:
-            return cut
-        cut = row[0] - row[0] % MINUTE_NS
+# Streams whose cutoffs one statement finds, and at most how many one writer job expires:
+# a sweep over 100,000 streams was three writer jobs and a read per stream, each its own
+# commit, every sweep (issue 22)
+SWEEP_STREAMS = 500
+EXPIRE_STREAMS = 256
+
+
+def disk_cutoffs(conn: sqlite3.Connection, wanted: Sequence[tuple[int, int]]) -> dict[int, int]:
+    """Stream id -> the cutoff the sweep may use on disk, for (stream id, cutoff) pairs: the
+    cutoff floored to a minute, lowered below every block that would straddle it. One
+    statement for all of them, another only for the streams whose lowered cutoff meets yet
+    another block."""
+    cuts = {sid: cutoff - cutoff % MINUTE_NS for sid, cutoff in wanted}
+    todo = dict(cuts)
+    while todo:
+        rows = conn.execute(
+            "SELECT j.value ->> 0, (SELECT min(b.min_ts) FROM blocks b "
+            "WHERE b.stream_id = j.value ->> 0 AND b.max_ts >= j.value ->> 1 "
+            "AND b.min_ts < j.value ->> 1) FROM json_each(?) j",
+            (json.dumps(list(todo.items())),)).fetchall()
+        todo = {}
+        for sid, low in rows:
+            if low is not None:
+                cuts[sid] = todo[sid] = low - low % MINUTE_NS
+    return cuts
 
 
 def expire(conn: sqlite3.Connection, stream_id: int, cut: int,
            batch: int = 5000) -> tuple[int, int, bool]:
     """One bounded step (writer): delete up to `batch` head rows and `batch // 50` blocks
-    older than `cut` (from `disk_cutoff`); rollups go once nothing older is left. Returns
+    older than `cut` (from `disk_cutoffs`); rollups go once nothing older is left. Returns
     (lines removed, blocks removed, whether more is left)."""
     cur = conn.execute(
         "DELETE FROM entries WHERE id IN (SELECT id FROM entries WHERE stream_id = ? AND ts < ? "
@@ -68,6 +84,31 @@ def expire(conn: sqlite3.Connection, stream_id: int, cut: int,
     # the label APIs bound a stream by these: nothing older than the cut is left
     conn.execute("UPDATE streams SET first_ts = max(first_ts, ?) WHERE id = ?", (cut, stream_id))
     return lines, len(block_rows), False
+
+
+class Expired(NamedTuple):
+    lines: int
+    blocks: int
+    streams: int                   # removed, nothing left in them
+    left: list[tuple[int, int]]    # (stream id, cut) still to expire
+
+
+def expire_streams(conn: sqlite3.Connection, cuts: Sequence[tuple[int, int]], ids: StreamIds,
+                   batch: int = 5000) -> Expired:
+    """One writer job over many streams, each (stream id, cut) in turn as `expire` does and
+    removed if nothing is left, until `batch` head rows (or `batch // 50` blocks) or
+    EXPIRE_STREAMS streams are spent: one commit for many streams, and still a bounded wait
+    for the pushes behind it."""
+    lines = blocks = streams = 0
+    for k, (sid, cut) in enumerate(cuts):
+        if k == EXPIRE_STREAMS or lines >= batch or blocks >= batch // 50:
+            return Expired(lines, blocks, streams, list(cuts[k:]))
+        n, b, more = expire(conn, sid, cut, max(1, batch - lines))
+        lines, blocks = lines + n, blocks + b
+        if more:
+            return Expired(lines, blocks, streams, list(cuts[k:]))
+        streams += drop_if_empty(conn, sid, ids)
+    return Expired(lines, blocks, streams, [])
 
 
 def drop_if_empty(conn: sqlite3.Connection, stream_id: int, ids: StreamIds) -> bool:

@@ -199,24 +199,29 @@ class Compactor:
             if self.deletions is not None:
                 removed += await self.deletions.process_due(streams)
                 emptied, self.deletions.touched = self.deletions.touched, set()
-            for sid in emptied:
-                if await self.db.write(
-                        lambda conn, s=sid: retention.drop_if_empty(conn, s, ids)):
-                    self.streams_removed += 1
+            touched = sorted(emptied)
+            for at in range(0, len(touched), retention.EXPIRE_STREAMS):
+                self.streams_removed += await self.db.write(
+                    lambda conn, part=touched[at:at + retention.EXPIRE_STREAMS]: sum(
+                        retention.drop_if_empty(conn, sid, ids) for sid in part))
+            due = []  # (stream id, cutoff, oldest on disk)
             for sid, info in streams.items():
                 visible = self.policy.cutoff_of(info.tenant, info.labels)
-                if visible is None or info.first_ts >= visible - self.delay:
-                    continue  # nothing old enough on disk: no statement for this stream
-                cut = await self.db.read(retention.disk_cutoff, sid, visible - self.delay)
-                more = True
-                while more:
-                    lines, blocks, more = await self.db.write(
-                        lambda conn, s=sid, c=cut: retention.expire(conn, s, c))
-                    removed += lines
-                    self.blocks_removed += blocks
-                if await self.db.write(
-                        lambda conn, s=sid: retention.drop_if_empty(conn, s, ids)):
-                    self.streams_removed += 1
+                if visible is not None and info.first_ts < visible - self.delay:
+                    due.append((sid, visible - self.delay, info.first_ts))
+            for at in range(0, len(due), retention.SWEEP_STREAMS):
+                part = due[at:at + retention.SWEEP_STREAMS]
+                cuts = await self.db.read(retention.disk_cutoffs, [d[:2] for d in part])
+                # a block straddling the cutoff is kept whole: until the cutoff passes its
+                # end, the stream has nothing older than the cut on disk to remove
+                todo = [(sid, cuts[sid]) for sid, _, oldest in part if cuts[sid] > oldest]
+                while todo:
+                    done = await self.db.write(
+                        lambda conn, t=todo: retention.expire_streams(conn, t, ids))
+                    removed += done.lines
+                    self.blocks_removed += done.blocks
+                    self.streams_removed += done.streams
+                    todo = done.left
             before = None
             while True:  # hand every freed page back, a few thousand per writer job
                 left = await self.db.write(

@@ -4,11 +4,12 @@ the compactor's sweep; the clock is injected, nothing sleeps."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
 
-from tests.helpers import JSON_HEADERS, PUSH, push_body
+from tests.helpers import HEAD_ROWS, JSON_HEADERS, PUSH, SEALED_BLOCKS, push_body
 
 H = 3600 * 10**9
 D = 24 * H
@@ -187,3 +188,48 @@ def test_bad_retention_rule_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"limits_config.retention_stream\[0\].selector"):
         make_config(tmp_path, {"limits_config": {"retention_stream": [
             {"selector": '{app="a"', "period": "1d"}]}})
+
+
+def test_a_sweep_commits_per_batch_of_streams_not_per_stream(make_client):
+    """Issue 22: a sweep was a read and two writer jobs (two commits) per stream with
+    anything old, every sweep, also for a stream whose only old block straddles the cutoff
+    and is kept whole. With 600 streams: a few commits, and none once nothing is due."""
+    n = 600
+    client = make_client({
+        "limits_config": {"reject_old_samples": False, "retention_period": "3d"},
+        "compactor": {"retention_enabled": True, "retention_delete_delay": "0s"}})
+    ctx = client.app.state.services
+    client.blocking_portal.call(ctx.compactor.stop)
+    clock = {"now": T0}
+    ctx.retention.clock = lambda: clock["now"]
+    cutoff = T0 - 3 * D  # 13 min 20 s past an hour: the lines around it share a window
+    minute = 60 * 10**9
+    body = json.dumps({"streams": [
+        {"stream": {"job": "sweep", "pod": f"pod-{i}"},
+         "values": [[str(T0 - 5 * D + i), f"gone {i}"], [str(cutoff - 10 * minute + i), "hidden"],
+                    [str(cutoff + 10 * minute + i), f"kept {i}"]]} for i in range(n)]})
+    assert client.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+    assert client.post("/flush").status_code == 204
+    conn = sqlite3.connect(ctx.db.path)
+    # the state the test names: every line sealed, a block per pod straddling the cutoff
+    assert conn.execute(f"SELECT {HEAD_ROWS}, {SEALED_BLOCKS}").fetchone() == (0, 2 * n)
+    assert conn.execute("SELECT count(*) FROM blocks WHERE min_ts < ? AND max_ts >= ?",
+                        (cutoff, cutoff)).fetchone()[0] == n
+
+    def sweep() -> tuple[int, int]:
+        before = ctx.db.commits
+        removed = client.blocking_portal.call(ctx.compactor.run_once)
+        return removed, ctx.db.commits - before
+
+    removed, commits = sweep()
+    assert removed == n
+    assert commits <= 8, commits                 # 600 streams: 1,200 before
+    assert conn.execute(f"SELECT {SEALED_BLOCKS}").fetchone()[0] == n
+    clock["now"] += 5 * minute                   # the cutoff still inside every kept block
+    assert sweep() == (0, 1)                     # the space reclaim's job alone
+    r = client.get("/logstore/api/v1/query_range", params={
+        "query": '{job="sweep"}', "start": str(T0 - 6 * D), "end": str(T0 + D),
+        "limit": "5000"})
+    lines = [v[1] for s in r.json()["data"]["result"] for v in s["values"]]
+    assert sorted(lines) == sorted(f"kept {i}" for i in range(n))
+    conn.close()
