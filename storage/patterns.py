@@ -103,14 +103,28 @@ def forget_older(conn: sqlite3.Connection, keep_s: int) -> int:
 
 def uncount(conn: sqlite3.Connection, counts: dict[tuple[int, str, int], int]) -> None:
     """Take removed lines out of the counts (writer): `counts` is keyed by (stream, pattern
-    text, bucket), since two templates of a stream may print the same."""
+    text, bucket), since two templates of a stream may print the same; the lines come off
+    the first of them (by cluster id) that has any, then the next. A statement per key, not
+    per line, and the samples left at zero deleted by their own key: a broad delete request
+    took a statement per removed line, and a look through every stream's samples per piece
+    (issue 22)."""
+    updates: list[tuple[int, int, int, int]] = []
+    emptied: list[tuple[int, int, int]] = []
     for (sid, pattern, bucket), n in counts.items():
-        for _ in range(n):
-            conn.execute(
-                "UPDATE pattern_samples SET count = count - 1 "
-                "WHERE (stream_id, cluster_id, bucket) = (SELECT s.stream_id, s.cluster_id, "
-                "s.bucket FROM pattern_samples s JOIN pattern_clusters c "
-                "ON c.stream_id = s.stream_id AND c.cluster_id = s.cluster_id "
-                "WHERE s.stream_id = ? AND c.pattern = ? AND s.bucket = ? AND s.count > 0 "
-                "LIMIT 1)", (sid, pattern, bucket))
-    conn.execute("DELETE FROM pattern_samples WHERE count <= 0")
+        for cluster_id, have in conn.execute(
+                "SELECT s.cluster_id, s.count FROM pattern_clusters c JOIN pattern_samples s "
+                "ON s.stream_id = c.stream_id AND s.cluster_id = c.cluster_id "
+                "WHERE c.stream_id = ? AND c.pattern = ? AND s.bucket = ? AND s.count > 0 "
+                "ORDER BY s.cluster_id", (sid, pattern, bucket)).fetchall():
+            if n <= 0:
+                break
+            take = min(n, have)
+            n -= take
+            if take == have:
+                emptied.append((sid, cluster_id, bucket))
+            else:
+                updates.append((take, sid, cluster_id, bucket))
+    conn.executemany("UPDATE pattern_samples SET count = count - ? "
+                     "WHERE stream_id = ? AND cluster_id = ? AND bucket = ?", updates)
+    conn.executemany("DELETE FROM pattern_samples "
+                     "WHERE stream_id = ? AND cluster_id = ? AND bucket = ?", emptied)
