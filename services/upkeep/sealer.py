@@ -18,7 +18,6 @@ is in the head or in one block, never both. A restart simply finds the due group
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -223,7 +222,8 @@ class Sealer:
     def _small_batch(self, groups: list, i: int) -> list:
         """The groups from i on that fit one block each, as many as one writer job takes."""
         batch, rows = [], 0
-        for g in itertools.islice(groups, i, None):
+        for k in range(i, len(groups)):  # islice would walk groups[:i] again every batch
+            g = groups[k]
             if g.rows >= self.max_rows or len(batch) >= sealing.BATCH_BLOCKS \
                     or (batch and rows + g.rows > sealing.BATCH_ROWS):
                 break
