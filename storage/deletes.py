@@ -2,9 +2,10 @@
 
 Requests: `add`, `pieces`, `cancel`, `mark_processed`, cache generation numbers.
 
-Physical deletion (the compactor, services/upkeep/deletes.py) works one stream and one piece at a
-time: `head_matches` lists the head rows a predicate picks, `delete_head_rows` removes them
-and takes them out of the rollups; `blocks_overlapping` lists the sealed blocks in range,
+Physical deletion (the compactor, services/upkeep/deletes.py) works one piece at a time, on
+many streams at once: `head_matches` lists the head rows a predicate picks,
+`delete_head_rows` removes a stream's and takes them out of the rollups;
+`blocks_overlapping` lists the blocks in range,
 `rewrite_block` replaces one block by the same block without the picked rows (or removes
 it). Each writer step is one transaction and checks that what it read is still there, so a
 crash leaves either the old or the new state, and running the work again removes nothing
@@ -79,12 +80,18 @@ def bump_generation(conn: sqlite3.Connection, tenant: str) -> None:
 Pick = Callable[[str], bool]
 
 
-def head_matches(conn: sqlite3.Connection, stream_id: int, start: int, end: int,
-                 pick: Pick) -> list[tuple[int, int, str, str | None]]:
-    """(id, ts, line, metadata) of the head rows with start <= ts <= end that `pick` names."""
-    return [r for r in conn.execute(
-        "SELECT id, ts, line, metadata FROM entries WHERE stream_id = ? AND ts >= ? AND ts <= ?",
-        (stream_id, start, end)) if pick(r[2])]
+def head_matches(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
+                 pick: Pick) -> dict[int, list[tuple[int, int, str, str | None]]]:
+    """Stream id -> (id, ts, line, metadata) of its head rows with start <= ts <= end that
+    `pick` names, for many streams in one statement (streams with none are left out)."""
+    out: dict[int, list[tuple[int, int, str, str | None]]] = {}
+    for sid, *row in conn.execute(
+            "SELECT e.stream_id, e.id, e.ts, e.line, e.metadata FROM json_each(?) j "
+            "CROSS JOIN entries e WHERE e.stream_id = j.value AND e.ts >= ? AND e.ts <= ?",
+            (json.dumps(list(stream_ids)), start, end)):
+        if pick(row[2]):
+            out.setdefault(sid, []).append(tuple(row))
+    return out
 
 
 def delete_head_rows(conn: sqlite3.Connection, stream_id: int,
@@ -101,11 +108,14 @@ def delete_head_rows(conn: sqlite3.Connection, stream_id: int,
     return gone, _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in gone])
 
 
-def blocks_overlapping(conn: sqlite3.Connection, stream_id: int, start: int,
-                       end: int) -> list[int]:
-    return [r[0] for r in conn.execute(
-        "SELECT id FROM blocks WHERE stream_id = ? AND max_ts >= ? AND min_ts <= ?",
-        (stream_id, start, end))]
+def blocks_overlapping(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int,
+                       end: int) -> list[tuple[int, int, int]]:
+    """(stream id, block id, rows) of the blocks of these streams that overlap [start, end],
+    in one statement."""
+    return conn.execute(
+        "SELECT b.stream_id, b.id, b.rows FROM json_each(?) j CROSS JOIN blocks b "
+        "WHERE b.stream_id = j.value AND b.max_ts >= ? AND b.min_ts <= ?",
+        (json.dumps(list(stream_ids)), start, end)).fetchall()
 
 
 def block_rows(conn: sqlite3.Connection, block_id: int) -> list[tuple[int, int, str, str | None]]:

@@ -4,6 +4,7 @@ the cancel period), cancelling, splitting, tenants, cache generation numbers."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections import Counter
@@ -12,7 +13,7 @@ from datetime import datetime, timezone
 import pytest
 
 from tests.conftest import loghub_lines
-from tests.helpers import JSON_HEADERS, PUSH, push_body, stored
+from tests.helpers import HEAD_ROWS, JSON_HEADERS, PUSH, SEALED_BLOCKS, push_body, stored
 
 DELETE = "/logstore/api/v1/delete"
 H = 3600 * 10**9
@@ -331,3 +332,50 @@ def test_sigkill_during_compaction_then_restart(make_server, tmp_path):
         "query": 'sum(count_over_time({app="k"}[1d]))', "time": str(T0 + 2 * H)}).json()
     assert int(r["data"]["result"][0]["value"][1]) == len(kept)
     assert sum(visible().values()) == min(5000, len(kept))
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["head", "sealed"])
+def test_a_broad_delete_reads_per_batch_of_streams_not_per_stream(client, sealed):
+    """Issue 22: a piece was two reads per matched stream (its head rows, its blocks) and
+    one more per stream's blocks: over 20,000 pods a needle's delete took 29-34 s. Over 600
+    pods: a few reads, and only the needle's lines leave."""
+    n = 600
+    body = json.dumps({"streams": [
+        {"stream": {"job": "del", "pod": f"pod-{i}"},
+         "values": [[str(T0 + k * 60 * 10**9 + i), f"pod={i} k={k}"] for k in range(3)]}
+        for i in range(n)]})
+    assert client.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+    if sealed:
+        assert client.post("/flush").status_code == 204
+    conn = sqlite3.connect(client.app.state.services.db.path)
+    # the state the test names: every line in the head, or every line sealed
+    held = conn.execute(f"SELECT {HEAD_ROWS}, {SEALED_BLOCKS}").fetchone()
+    assert held == ((0, n) if sealed else (3 * n, 0))
+    conn.close()
+    r = client.post(DELETE, params={"query": '{job="del"} |= "pod=7 "', "start": sec(T0),
+                                    "end": sec(T0 + H)})
+    assert r.status_code == 204
+    client.clock["now"] += 25 * H
+    ctx = client.app.state.services
+    reads = []
+    real_read = ctx.db.read
+
+    async def counted(fn, *args):
+        reads.append(fn)
+        return await real_read(fn, *args)
+
+    ctx.db.read = counted
+    try:
+        removed = client.blocking_portal.call(ctx.compactor.run_once)
+    finally:
+        ctx.db.read = real_read
+    assert removed == 3
+    assert len(reads) <= 12, len(reads)          # the old code: 1,200 (head), 1,800 (sealed)
+    r = client.get("/logstore/api/v1/query", params={
+        "query": 'sum(count_over_time({job="del"}[2h]))', "time": str(T0 + H)})
+    assert r.json()["data"]["result"][0]["value"][1] == str(3 * n - 3)
+    conn = sqlite3.connect(ctx.db.path)
+    lines = conn.execute(f"SELECT {HEAD_ROWS} + (SELECT coalesce(sum(rows), 0) FROM blocks "
+                         "WHERE NOT flags & 4)").fetchone()[0]
+    conn.close()
+    assert lines == 3 * n - 3                    # off the disk, not only hidden
