@@ -1,9 +1,10 @@
 """A delete request over many streams (issue 22): N pods of 10 lines across the last hour,
 a request for one pod's lines among all of them (`{app=~".+"} |= "pod=7 "`, the hour), and
 the compactor's processing of it once the cancel period is over, timed, with the writer's
-commits; with --sealed, every line is sealed into blocks first.
+commits; with --sealed, every line is sealed into blocks first; with --clickhouse, on
+ClickHouse's embedded engine.
 
-    .venv/bin/python bench/delete_request.py [--streams 20000] [--sealed]
+    .venv/bin/python bench/delete_request.py [--streams 20000] [--sealed | --clickhouse]
 
 In-process (the app under Litestar's test client, as the tests run it); prints a line and
 writes nothing to bench/REPORT.md.
@@ -29,6 +30,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=20000)
     ap.add_argument("--sealed", action="store_true")
+    ap.add_argument("--clickhouse", action="store_true",
+                    help="storage.backend: clickhouse on the embedded engine (chdb)")
     args = ap.parse_args()
     from litestar.testing import TestClient
 
@@ -38,6 +41,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="logstore-delete-"))
     cfg = {"common": {"path_prefix": str(work / "data")}, "server": {"log_level": "warn"},
            "compactor": {"retention_enabled": True, "delete_request_cancel_period": "0s"}}
+    if args.clickhouse:
+        cfg["storage"] = {"backend": "clickhouse",
+                          "clickhouse": {"url": f"chdb://{work / 'ch'}"}}
     now = time.time_ns()
     with TestClient(create_app(config_module.config_from_dict(cfg))) as c:
         ctx = c.app.state.services
@@ -60,7 +66,8 @@ def main() -> None:
         began = time.perf_counter()
         removed = c.blocking_portal.call(ctx.compactor.run_once)
         took = time.perf_counter() - began
-    print(f"{args.streams:,} streams{', sealed' if args.sealed else ''}: {removed} lines removed "
+    where = ", sealed" if args.sealed else ", ClickHouse" if args.clickhouse else ""
+    print(f"{args.streams:,} streams{where}: {removed} lines removed "
           f"in {took:.2f} s, {ctx.db.commits - commits} commits")
 
 

@@ -27,9 +27,11 @@ from storage.retention import StreamInfo
 
 # seqs per DELETE statement
 DELETE_BATCH = 5000
-# streams per retention DELETE: their ids travel as a parameter, in the URL of a server's
-# HTTP request (about 7 KB)
+# streams per retention DELETE, and per query of a delete request's lines: their ids travel
+# as a parameter, in the URL of a server's HTTP request (about 7 KB)
 EXPIRE_STREAMS = 1000
+# a delete request's lines read in one query (whole streams)
+READ_ROWS = 200_000
 
 
 class ClickHouseRemoval:
@@ -54,24 +56,35 @@ class ClickHouseRemoval:
                pick: Callable[[str], bool]) -> dict[int, list[tuple[int, str, int]]]:
         """Delete the lines with start <= ts <= end that `pick` takes of the tenant's streams
         `sids` (as streams() gave them); (ts, line, UTF-8 bytes) of each, by stream. The
-        lines are read a stream at a time (a month of one stream is as much as a read holds)
-        and deleted DELETE_BATCH to a statement, whatever their streams."""
+        lines are read many whole streams to a query, up to READ_ROWS lines and
+        EXPIRE_STREAMS streams (a stream with more lines is read alone: a month of one
+        stream is as much as a read holds), streams
+        without a line in the range not at all; they are deleted DELETE_BATCH to a
+        statement, whatever their streams. A query per stream made a delete over 100,000
+        streams 100,000 round trips (issue 22)."""
         out: dict[int, list[tuple[int, str, int]]] = {}
         picked: list[tuple[int, int]] = []  # (stream id, seq) not deleted yet
-        for sid in sids:
-            rows = self.client.query(
-                f"SELECT seq, ts, line, bytes FROM {self.db}.entries "
-                "WHERE tenant = {t:String} AND stream_id = {sid:UInt64} AND ts >= {s:Int64} "
-                "AND ts <= {e:Int64} ORDER BY ts, seq",
-                {"t": tenant, "sid": sid, "s": start, "e": end})
-            gone = [r for r in rows if pick(r[2])]
-            if not gone:
-                continue
-            out[sid] = [(ts, line, size) for _, ts, line, size in gone]
-            picked += [(sid, r[0]) for r in gone]
-            while len(picked) >= DELETE_BATCH:
-                self._delete_picked(tenant, picked[:DELETE_BATCH])
-                picked = picked[DELETE_BATCH:]
+        where = ("tenant = {t:String} AND stream_id IN {sids:Array(UInt64)} "
+                 "AND ts >= {s:Int64} AND ts <= {e:Int64}")
+        params = {"t": tenant, "s": start, "e": end}
+        held: list[tuple[int, int]] = []  # (stream id, lines in the range)
+        for i in range(0, len(sids), EXPIRE_STREAMS):
+            held += self.client.query(
+                f"SELECT stream_id, count() FROM {self.db}.entries WHERE {where} "
+                "GROUP BY stream_id ORDER BY stream_id",
+                {**params, "sids": sids[i:i + EXPIRE_STREAMS]})
+        for part in _read_batches(held):
+            for sid, seq, ts, line, size in self.client.query(
+                    f"SELECT stream_id, seq, ts, line, bytes FROM {self.db}.entries "
+                    f"WHERE {where} ORDER BY stream_id, ts, seq", {**params, "sids": part}):
+                if pick(line):
+                    out.setdefault(sid, []).append((ts, line, size))
+                    picked.append((sid, seq))
+            done = 0
+            while len(picked) - done >= DELETE_BATCH:
+                self._delete_picked(tenant, picked[done:done + DELETE_BATCH])
+                done += DELETE_BATCH
+            picked = picked[done:]
         if picked:
             self._delete_picked(tenant, picked)
         return out
@@ -158,3 +171,20 @@ class ClickHouseRemoval:
                 self.forget(sid)
             empty += gone
         return empty
+
+
+def _read_batches(held: list[tuple[int, int]]) -> list[list[int]]:
+    """Stream ids in batches of at most READ_ROWS lines in all (a larger stream alone) and
+    EXPIRE_STREAMS streams."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    lines = 0
+    for sid, n in held:
+        if batch and (lines + n > READ_ROWS or len(batch) == EXPIRE_STREAMS):
+            batches.append(batch)
+            batch, lines = [], 0
+        batch.append(sid)
+        lines += n
+    if batch:
+        batches.append(batch)
+    return batches

@@ -112,9 +112,18 @@ def test_a_delete_request_over_many_streams_is_one_delete(tmp_path, monkeypatch,
         store = ctx.querier.store
         assert store.rows() == SHORT * 6  # the state: nothing removed yet
         assert _mutations(store) == {}
+        queries: list[str] = []
+        query = store.client.query
+        monkeypatch.setattr(store.client, "query",
+                            lambda sql, *a, **k: queries.append(sql) or query(sql, *a, **k))
         removed = c.blocking_portal.call(ctx.compactor.run_once)
+        monkeypatch.setattr(store.client, "query", query)
 
         assert removed == SHORT * 3
+        # the 25 pods' lines read in one query, after one that counts them (issue 22: a
+        # query per stream before)
+        reads = [q for q in queries if "SELECT stream_id, seq" in q or "SELECT seq" in q]
+        assert len(reads) == 1, reads
         # the 25 pods' picked lines (75 of them), DELETE_BATCH to a statement
         assert _mutations(store) == {"entries": statements}
         assert store.rows() == SHORT * 3
@@ -125,3 +134,11 @@ def test_a_delete_request_over_many_streams_is_one_delete(tmp_path, monkeypatch,
         r = c.get("/logstore/api/v1/query", params={
             "query": 'sum(count_over_time({app="short"} |= "keep" [3h]))', "time": str(NOW)})
         assert r.json()["data"]["result"][0]["value"][1] == str(SHORT * 3)
+
+
+def test_a_delete_request_reads_whole_streams_in_bounded_batches(monkeypatch):
+    monkeypatch.setattr(removal, "READ_ROWS", 100)
+    # a stream over the bound alone; the rest together up to it, and to EXPIRE_STREAMS
+    assert removal._read_batches([(1, 150), (2, 60), (3, 40), (4, 1)]) == [[1], [2, 3], [4]]
+    many = [(sid, 0) for sid in range(removal.EXPIRE_STREAMS + 1)]
+    assert [len(b) for b in removal._read_batches(many)] == [removal.EXPIRE_STREAMS, 1]
