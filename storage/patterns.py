@@ -86,19 +86,20 @@ def samples(conn: sqlite3.Connection, stream_ids: Sequence[int], start_s: int, e
         (start_s, end_s, step_s, json.dumps(list(stream_ids)))))
 
 
-def forget_older(conn: sqlite3.Connection, keep_s: int) -> int:
+def forget_older(conn: sqlite3.Connection, keep_s: int) -> list[tuple[int, int]]:
     """Drop samples more than `keep_s` older than the newest one, and the clusters left
-    without any (writer). Relative to the newest, so that logs pushed at old timestamps
-    (a backfill, a test) are not dropped as soon as they are mined."""
+    without any (writer); returns those clusters (stream id, cluster id), for the miners to
+    forget. Relative to the newest, so that logs pushed at old timestamps (a backfill, a
+    test) are not dropped as soon as they are mined."""
     newest = conn.execute("SELECT max(bucket) FROM pattern_samples").fetchone()[0]
     if newest is None:
-        return 0
-    n = conn.execute("DELETE FROM pattern_samples WHERE bucket < ?",
-                     (newest - keep_s,)).rowcount
-    conn.execute("DELETE FROM pattern_clusters WHERE NOT EXISTS (SELECT 1 FROM pattern_samples "
-                 "s WHERE s.stream_id = pattern_clusters.stream_id "
-                 "AND s.cluster_id = pattern_clusters.cluster_id)")
-    return n
+        return []
+    conn.execute("DELETE FROM pattern_samples WHERE bucket < ?", (newest - keep_s,))
+    return [tuple(r) for r in conn.execute(
+        "DELETE FROM pattern_clusters WHERE NOT EXISTS (SELECT 1 FROM pattern_samples s "
+        "WHERE s.stream_id = pattern_clusters.stream_id "
+        "AND s.cluster_id = pattern_clusters.cluster_id) "
+        "RETURNING stream_id, cluster_id").fetchall()]
 
 
 def uncount(conn: sqlite3.Connection, counts: dict[tuple[int, str, int], int]) -> None:

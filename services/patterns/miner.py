@@ -168,6 +168,17 @@ class Miner:
         need = SIMILARITY if _words(texts) > SHORT_WORDS else 1.0
         return best if best is not None and score >= need else None
 
+    def forget(self, cluster_ids: set[int]) -> None:
+        """Drop these clusters (their counts have all expired); their ids are not given
+        again."""
+        self.clusters = [c for c in self.clusters if c.id not in cluster_ids]
+        for key, bucket in list(self._index.items()):
+            kept = [c for c in bucket if c.id not in cluster_ids]
+            if kept:
+                self._index[key] = kept
+            else:
+                del self._index[key]
+
     def match(self, line: str) -> Cluster | None:
         """The cluster the line belongs to, learning nothing from it."""
         return self._best([t.text for t in tokenize(line)])

@@ -58,6 +58,18 @@ class MinerState:
     def templates(self) -> int:
         return sum(len(m.clusters) for m in self.miners.values())
 
+    def forget(self, dropped: Sequence[tuple[int, int]]) -> int:
+        """Drop clusters (stream id, cluster id) the store dropped; the templates held."""
+        with self.lock:
+            per_stream: dict[int, set[int]] = {}
+            for sid, cid in dropped:
+                per_stream.setdefault(sid, set()).add(cid)
+            for sid, cids in per_stream.items():
+                miner = self.miners.get(sid)
+                if miner is not None:
+                    miner.forget(cids)
+            return self.templates()
+
     def mine(self, conn: Any, after: int,
              source: Callable[[Any, int, int], list] = store.new_entries) -> Mined | None:
         """One batch of entries above `after` (an entry id, or a ClickHouse row's `seq`)
@@ -112,6 +124,14 @@ class MineJob:
 
 
 @dataclass(frozen=True)
+class ForgetJob:
+    dropped: tuple[tuple[int, int], ...]
+
+    def run(self, state: MinerState, conn: Any) -> int:
+        return state.forget(self.dropped)
+
+
+@dataclass(frozen=True)
 class MatchJob:
     sid: int
     lines: tuple[str, ...]
@@ -120,7 +140,7 @@ class MatchJob:
         return state.match(self.sid, self.lines)
 
 
-PatternJob = LoadJob | MineJob | MatchJob
+PatternJob = LoadJob | MineJob | ForgetJob | MatchJob
 
 
 def run_job(state: MinerState, conn: Any, job: PatternJob) -> Any:
@@ -153,6 +173,9 @@ class LocalMiners:
             self.templates = done[4]
         return done
 
+    async def forget(self, dropped: Sequence[tuple[int, int]]) -> None:
+        self.templates = self.state.forget(dropped)
+
     async def match(self, sid: int, lines: Sequence[str]) -> list[str | None]:
         return self.state.match(sid, lines)
 
@@ -172,6 +195,9 @@ class WorkerMiners:
         if done is not None:
             self.templates = done[4]
         return done
+
+    async def forget(self, dropped: Sequence[tuple[int, int]]) -> None:
+        self.templates = await self.run(ForgetJob(tuple(dropped)))
 
     async def match(self, sid: int, lines: Sequence[str]) -> list[str | None]:
         return await self.run(MatchJob(sid, tuple(lines)))

@@ -156,8 +156,11 @@ class Patterns:
         self._forgot_at = time.monotonic()
         keep = self.retain_for // 10**9
         async with self._lock:
-            if await self.db.write(lambda conn: store.forget_older(conn, keep)):
-                await self._load()
+            dropped = await self.db.write(lambda conn: store.forget_older(conn, keep))
+            if dropped:
+                # only the dropped templates: loading them all again took seconds with
+                # hundreds of thousands of them (issue 22)
+                await self.miners.forget(dropped)
 
     # -- the API ----------------------------------------------------------------------------------
     async def query(self, stream_ids: list[int], start: int, end: int, step: int,

@@ -246,3 +246,44 @@ def test_a_killed_worker_loses_no_template(make_client, values):
     assert sum(got.values()) == len(values)
     for pattern, count in TOP.items():
         assert got.get(pattern) == count, pattern
+
+
+def test_expired_templates_are_forgotten_without_loading_them_all(make_client, config):
+    """Counts older than retain_for go, with the templates left without any: from the store
+    and from the miners, which no longer match their lines, and without loading every
+    template again (seconds with hundreds of thousands of them; issue 22)."""
+    import time
+
+    c = make_client({**config, "pattern_ingester": {"enabled": True, "retain_for": "3h"}})
+    service = c.app.state.services.patterns
+    service._forgot_at = time.monotonic()  # the test forgets, not the background loop
+    t0 = 1_700_000_000 * 10**9
+    old = [[str(t0 + i * 10**9), f"disk {i} on node-{i % 3} is full"] for i in range(20)]
+    new = [[str(t0 + 4 * H + i * 10**9), f"user u{i} logged in from 10.0.0.{i}"]
+           for i in range(20)]
+    for values in (old, new):
+        body = push_body({"job": "forget"}, values)
+        assert c.post(PUSH, content=body, headers=JSON_HEADERS).status_code == 204
+    mined(c)
+    rng = {"query": '{job="forget"}', "start": str(t0 - H), "end": str(t0 + 5 * H),
+           "step": "1h"}
+    before = [d["pattern"] for d in c.get(PATTERNS, params=rng).json()["data"]]
+    assert len(before) == 2, before             # the state: both templates mined and held
+    loads = []
+    real_load = service.miners.load
+
+    async def counted_load() -> None:
+        loads.append(1)
+        await real_load()
+
+    service.miners.load = counted_load
+    c.blocking_portal.call(service.forget_old)
+    service.miners.load = real_load
+    assert loads == []
+    after = [d["pattern"] for d in c.get(PATTERNS, params=rng).json()["data"]]
+    assert after == [p for p in before if "logged in" in p]
+    kept = c.blocking_portal.call(service.db.read, lambda conn: conn.execute(
+        "SELECT stream_id, pattern FROM pattern_clusters").fetchall())
+    assert [tuple(r)[1] for r in kept] == after
+    matched = c.blocking_portal.call(service.miners.match, kept[0][0], [old[0][1], new[0][1]])
+    assert matched == [None, after[0]]
