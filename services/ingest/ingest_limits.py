@@ -110,27 +110,22 @@ class IngestLimits:
         Looking through every active stream for idle ones at each new stream made a push of
         20,000 new streams under a raised limit spend 17 s here (issue 22)."""
         lim = self.limits_of(tenant)
-        now = self.wall()
+        now, at = self.wall(), self.clock()
         active = self._active.get(tenant)
         if active is None:
             active = self._active[tenant] = OrderedDict()
-        self._forget_idle(tenant, active, now)
+        self._forget_idle(tenant, active, now, at)
         limit = lim.max_global_streams_per_user or lim.max_streams_per_user
         per_stream = lim.per_stream_rate_limit
         if per_stream > 0:
             rate, burst = float(per_stream), float(max(lim.per_stream_rate_limit_burst,
                                                        per_stream))
-            at = self.clock()
         texts: list[str | None] = []
         for canonical, lines, size in streams:
-            if canonical in active:
-                known = True
-            elif limit > 0 and len(active) >= limit:
+            if limit > 0 and canonical not in active and len(active) >= limit:
                 self.count_discarded(tenant, "stream_limit", lines, size)
                 texts.append(STREAMS_TEXT.format(labels=canonical, tenant=tenant))
                 continue
-            else:
-                known = False
             if per_stream > 0 and not self._bucket(self._streams, (tenant, canonical), rate,
                                                    burst).allow(size, at):
                 self.count_discarded(tenant, "per_stream_rate_limit", lines, size)
@@ -138,14 +133,15 @@ class IngestLimits:
                                                      labels=canonical, bytes=byte_size(size)))
                 continue
             active[canonical] = now
-            if known:
-                active.move_to_end(canonical)
+            active.move_to_end(canonical)  # a stream pushed again goes to the back
             texts.append(None)
         return texts
 
-    def _forget_idle(self, tenant: str, active: OrderedDict[str, int], now: int) -> None:
-        """Streams not pushed to for IDLE_NS leave the active ones, and their rate buckets
-        once full again (a full bucket is what a new stream gets)."""
+    def _forget_idle(self, tenant: str, active: OrderedDict[str, int], now: int,
+                     at: float) -> None:
+        """Streams not pushed to for IDLE_NS (wall clock `now`) leave the active ones, and
+        their rate buckets once full again at `at` (a full bucket is what a new stream
+        gets)."""
         while active:
             canonical, seen = next(iter(active.items()))
             if now - seen <= IDLE_NS:
@@ -153,7 +149,7 @@ class IngestLimits:
             del active[canonical]
             bucket = self._streams.get((tenant, canonical))
             if bucket is not None and \
-                    bucket.tokens + (self.clock() - bucket.at) * bucket.rate >= bucket.burst:
+                    bucket.tokens + (at - bucket.at) * bucket.rate >= bucket.burst:
                 del self._streams[(tenant, canonical)]
 
 
