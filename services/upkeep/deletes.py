@@ -24,6 +24,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 from logql import ParseError, parse_expr
@@ -35,6 +36,7 @@ from logql.syntax import ast as A
 from services.runtime.errors import PlainError
 from services.runtime.limits import Limits
 from storage import deletes
+from storage.batches import bounded_batches
 from storage.blocks import codec as blocks
 
 log = logging.getLogger("logstore.deletes")
@@ -439,19 +441,8 @@ class Deletions:
 def _rewrite_batches(overlapping: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
     """Blocks (stream id, block id, rows) in batches of REWRITE_BATCH, or more small ones
     up to REWRITE_ROWS rows in all (a quiet stream's block holds a few lines)."""
-    batches: list[list[tuple[int, int, int]]] = []
-    batch: list[tuple[int, int, int]] = []
-    rows = 0
-    for block in overlapping:
-        if batch and (len(batch) >= MAX_REWRITE_BATCH or rows + block[2] > REWRITE_ROWS) \
-                and len(batch) >= REWRITE_BATCH:
-            batches.append(batch)
-            batch, rows = [], 0
-        batch.append(block)
-        rows += block[2]
-    if batch:
-        batches.append(batch)
-    return batches
+    return bounded_batches(overlapping, itemgetter(2), REWRITE_ROWS, MAX_REWRITE_BATCH,
+                           min_items=REWRITE_BATCH)
 
 
 def _seconds(ns: int) -> int | float:

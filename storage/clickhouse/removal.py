@@ -19,9 +19,11 @@ dies between the DELETE and the insert leaves those minutes counting the removed
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Callable
 
 from logql.model import MINUTE_NS, parse_canonical
+from storage.batches import bounded_batches
 from storage.clickhouse import cluster, ttl
 from storage.retention import StreamInfo
 
@@ -58,10 +60,9 @@ class ClickHouseRemoval:
         `sids` (as streams() gave them); (ts, line, UTF-8 bytes) of each, by stream. The
         lines are read many whole streams to a query, up to READ_ROWS lines and
         EXPIRE_STREAMS streams (a stream with more lines is read alone: a month of one
-        stream is as much as a read holds), streams
-        without a line in the range not at all; they are deleted DELETE_BATCH to a
-        statement, whatever their streams. A query per stream made a delete over 100,000
-        streams 100,000 round trips (issue 22)."""
+        stream is as much as a read holds), streams without a line in the range not at all;
+        they are deleted DELETE_BATCH to a statement, whatever their streams. A query per
+        stream made a delete over 100,000 streams 100,000 round trips (issue 22)."""
         out: dict[int, list[tuple[int, str, int]]] = {}
         picked: list[tuple[int, int]] = []  # (stream id, seq) not deleted yet
         where = ("tenant = {t:String} AND stream_id IN {sids:Array(UInt64)} "
@@ -176,15 +177,5 @@ class ClickHouseRemoval:
 def _read_batches(held: list[tuple[int, int]]) -> list[list[int]]:
     """Stream ids in batches of at most READ_ROWS lines in all (a larger stream alone) and
     EXPIRE_STREAMS streams."""
-    batches: list[list[int]] = []
-    batch: list[int] = []
-    lines = 0
-    for sid, n in held:
-        if batch and (lines + n > READ_ROWS or len(batch) == EXPIRE_STREAMS):
-            batches.append(batch)
-            batch, lines = [], 0
-        batch.append(sid)
-        lines += n
-    if batch:
-        batches.append(batch)
-    return batches
+    return [[sid for sid, _ in batch]
+            for batch in bounded_batches(held, itemgetter(1), READ_ROWS, EXPIRE_STREAMS)]
