@@ -265,6 +265,18 @@ def client(make_client) -> TestClient:
     return make_client()
 
 
+@pytest.fixture
+def db(tmp_path: Path):
+    """An opened Database (the SQLite file and its writer thread) in a fresh directory,
+    without a server."""
+    from storage.db import Database
+
+    database = Database(str(tmp_path / "d"))
+    database.open()
+    yield database
+    database.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -17,14 +17,6 @@ from storage.entries import append
 from tests.helpers import head_rows, now_ns
 
 
-@pytest.fixture
-def db(tmp_path):
-    database = Database(str(tmp_path / "d"))
-    database.open()
-    yield database
-    database.close()
-
-
 def _hold_writer(db: Database, loop: asyncio.AbstractEventLoop):
     """Occupy the writer thread until released, so that later work queues up behind it."""
     running, release = threading.Event(), threading.Event()

@@ -8,16 +8,7 @@ import sqlite3
 
 import pytest
 
-from storage.db import Database
 from storage.patterns import uncount
-
-
-@pytest.fixture
-def db(tmp_path):
-    d = Database(str(tmp_path / "d"))
-    d.open()
-    yield d
-    d.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
