@@ -4,7 +4,7 @@ Requests: `add`, `pieces`, `cancel`, `mark_processed`, cache generation numbers.
 
 Physical deletion (the compactor, services/upkeep/deletes.py) works one piece at a time, on
 many streams at once: `head_matches` lists the head rows a predicate picks,
-`delete_head_rows` removes a stream's and takes them out of the rollups;
+`delete_head_rows` removes many streams' and takes them out of the rollups;
 `blocks_overlapping` lists the blocks in range,
 `rewrite_block` replaces one block by the same block without the picked rows (or removes
 it). Each writer step is one transaction and checks that what it read is still there, so a
@@ -94,18 +94,28 @@ def head_matches(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
     return out
 
 
-def delete_head_rows(conn: sqlite3.Connection, stream_id: int,
-                     rows: Sequence[tuple[int, int, str, str | None]]
-                     ) -> tuple[list[tuple[int, int, str, str | None]], int]:
-    """Remove these head rows (writer) and their share of the rollups; rows already gone
-    are skipped. Returns the rows removed and their bytes."""
-    present = {r[0] for r in conn.execute(
-        "SELECT id FROM entries WHERE id IN (SELECT value FROM json_each(?))",
-        (json.dumps([r[0] for r in rows]),))}
-    gone = [r for r in rows if r[0] in present]
-    conn.execute("DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))",
-                 (json.dumps([r[0] for r in gone]),))
-    return gone, _uncount(conn, stream_id, [(r[1], r[2], r[3]) for r in gone])
+def delete_head_rows(conn: sqlite3.Connection,
+                     picked: Sequence[tuple[int, Sequence[tuple[int, int, str, str | None]]]]
+                     ) -> tuple[dict[int, list[tuple[int, int, str, str | None]]], int, set[int]]:
+    """Remove these head rows (stream id, rows) of many streams (writer) and their share of
+    the rollups. Rows already gone are skipped: the sealer may have moved them into a block
+    since they were read, so their streams are returned for their blocks to be looked at
+    again. Returns the rows removed by stream, their bytes, and those streams."""
+    ids = json.dumps([r[0] for _, rows in picked for r in rows])
+    present = {i for (i,) in conn.execute(
+        "SELECT id FROM entries WHERE id IN (SELECT value FROM json_each(?))", (ids,))}
+    conn.execute("DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))", (ids,))
+    gone_of: dict[int, list[tuple[int, int, str, str | None]]] = {}
+    size = 0
+    moved: set[int] = set()
+    for sid, rows in picked:
+        gone = [r for r in rows if r[0] in present]
+        if len(gone) < len(rows):
+            moved.add(sid)
+        if gone:
+            gone_of.setdefault(sid, []).extend(gone)
+            size += _uncount(conn, sid, [(r[1], r[2], r[3]) for r in gone])
+    return gone_of, size, moved
 
 
 def blocks_overlapping(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int,
