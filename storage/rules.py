@@ -13,6 +13,8 @@ GroupRow = tuple[str, str, str, str]
 # (rule_key, labels json, state, active_at, fired_at, resolved_at, last_sent_at,
 #  keep_firing_since, value, annotations json)
 StateRow = tuple[str, str, str, int, int, int, int, int, float, str]
+# (rule_key, labels json): an alert instance of a group
+StateKey = tuple[str, str]
 
 
 def groups(conn: sqlite3.Connection, tenant: str | None = None,
@@ -76,8 +78,7 @@ def replace_alert_states(conn: sqlite3.Connection, tenant: str, namespace: str, 
                          rows: Sequence[StateRow]) -> None:
     """The group's alert states after an evaluation, in one transaction (writer); none for
     a group deleted meanwhile (on another node, while this evaluation ran)."""
-    if conn.execute("SELECT 1 FROM rule_groups WHERE tenant = ? AND namespace = ? "
-                    "AND name = ?", (tenant, namespace, group)).fetchone() is None:
+    if not _group_exists(conn, tenant, namespace, group):
         return
     conn.execute("DELETE FROM alert_states WHERE tenant = ? AND namespace = ? "
                  "AND group_name = ?", (tenant, namespace, group))
@@ -86,6 +87,36 @@ def replace_alert_states(conn: sqlite3.Connection, tenant: str, namespace: str, 
         "active_at, fired_at, resolved_at, last_sent_at, keep_firing_since, value, "
         "annotations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(tenant, namespace, group, *r) for r in rows])
+
+
+def update_alert_states(conn: sqlite3.Connection, tenant: str, namespace: str, group: str,
+                        changed: Sequence[StateRow], gone: Sequence[StateKey]) -> None:
+    """What an evaluation changed of the group's alert states, in one transaction (writer):
+    the rows it added or altered, and the (rule_key, labels) of the alerts it ended; none
+    for a group deleted meanwhile."""
+    if not _group_exists(conn, tenant, namespace, group):
+        return
+    if gone:
+        conn.executemany(
+            "DELETE FROM alert_states WHERE tenant = ? AND namespace = ? AND group_name = ? "
+            "AND rule_key = ? AND labels = ?", [(tenant, namespace, group, *k) for k in gone])
+    if changed:
+        conn.executemany(
+            "INSERT INTO alert_states (tenant, namespace, group_name, rule_key, labels, state, "
+            "active_at, fired_at, resolved_at, last_sent_at, keep_firing_since, value, "
+            "annotations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant, namespace, group_name, rule_key, labels) DO UPDATE SET "
+            "state = excluded.state, active_at = excluded.active_at, "
+            "fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, "
+            "last_sent_at = excluded.last_sent_at, "
+            "keep_firing_since = excluded.keep_firing_since, value = excluded.value, "
+            "annotations = excluded.annotations",
+            [(tenant, namespace, group, *r) for r in changed])
+
+
+def _group_exists(conn: sqlite3.Connection, tenant: str, namespace: str, group: str) -> bool:
+    return conn.execute("SELECT 1 FROM rule_groups WHERE tenant = ? AND namespace = ? "
+                        "AND name = ?", (tenant, namespace, group)).fetchone() is not None
 
 
 # -- the remote-write buffer -------------------------------------------------------------------

@@ -2,8 +2,8 @@
 `interval` (default `ruler.evaluation_interval`) at the aligned evaluation time, its rules in
 order, as instant metric queries through the same Querier the query API uses.
 
-Alerting rules keep their alerts (services/ruler/alerting.py) and persist them after every
-evaluation that changed them, so a restart keeps `for:` timers and what was already sent;
+Alerting rules keep their alerts (services/ruler/alerting.py); an evaluation persists those
+it added, changed or ended, so a restart keeps `for:` timers and what was already sent;
 due alerts go to the notifier (services/ruler/notifier.py). Recording rule samples go to the
 remote writer (services/ruler/remote_write.py). A rule whose query fails gets health `err` and its
 error; the others still run. A group whose evaluation outlasts its interval skips the ticks
@@ -51,7 +51,8 @@ class GroupRun:
     evaluation_time: float = 0.0                     # s
     iterations: int = 0
     missed: int = 0
-    persisted: list = field(default_factory=list)
+    # the alert_states rows as stored, by (rule_key, labels): an evaluation writes the others
+    persisted: dict[store.StateKey, tuple] = field(default_factory=dict)
     task: asyncio.Task | None = None
 
 
@@ -228,11 +229,23 @@ class Ruler:
         run.evaluation_time = time.perf_counter() - began
         run.last_evaluation = ts
         run.iterations += 1
-        rows = [r for s in run.rules for r in s.state_rows()]
-        if rows != run.persisted:
+        await self._persist(run)
+
+    async def _persist(self, run: GroupRun) -> None:
+        """The alerts the evaluation added, changed or ended, written; the others are as
+        stored. When most changed (a resend changes every firing alert's last_sent_at), the
+        group's rows are rewritten: that costs less than an upsert each."""
+        rows = _state_rows(run)
+        changed = [row for key, row in rows.items() if run.persisted.get(key) != row]
+        gone = [key for key in run.persisted if key not in rows]
+        group = (run.tenant, run.namespace, run.group.name)
+        if 2 * len(changed) > len(rows):
             await self.db.write(lambda conn: store.replace_alert_states(
-                conn, run.tenant, run.namespace, run.group.name, rows))
-            run.persisted = rows
+                conn, *group, list(rows.values())))
+        elif changed or gone:
+            await self.db.write(lambda conn: store.update_alert_states(
+                conn, *group, changed, gone))
+        run.persisted = rows
 
     async def _evaluate_rule(self, run: GroupRun, state: RuleState, ts: int) -> None:
         rule = state.rule
@@ -333,7 +346,8 @@ class Ruler:
 
 
 def _restore(run: GroupRun, rows: list) -> None:
-    """The group's alerts as persisted (alert_states rows), in place of those it held."""
+    """The group's alerts as persisted (alert_states rows), in place of those it held.
+    Rows of rules the group no longer has stay `persisted`: the next evaluation deletes them."""
     by_key = {s.key: s for s in run.rules}
     for s in run.rules:
         s.alerts.clear()
@@ -341,7 +355,11 @@ def _restore(run: GroupRun, rows: list) -> None:
         state = by_key.get(row[0])
         if state is not None and state.rule.alert:
             state.restore(row)
-    run.persisted = [r for s in run.rules for r in s.state_rows()]
+    run.persisted = {(row[0], row[1]): tuple(row) for row in rows}
+
+
+def _state_rows(run: GroupRun) -> dict[store.StateKey, tuple]:
+    return {(row[0], row[1]): row for s in run.rules for row in s.state_rows()}
 
 
 def collector(r: Ruler) -> ScrapeCollector:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Callable
 
 import httpx
 import pytest
@@ -168,6 +169,105 @@ def test_the_for_timer_survives_a_restart(make_client, tmp_path):
     push_errors(c, T0 + 150 * S, 8)
     evaluate(c, ruler, run, T0 + 180 * S)  # 2m after the first activeAt: firing
     assert [(a["state"], a["activeAt"]) for a in alerts(c)] == [("firing", _rfc(T0 + 60 * S))]
+
+
+PODS = """\
+name: pods
+interval: 1m
+rules:
+  - alert: PodErrors
+    expr: sum by (pod) (count_over_time({job="k"} |= "error" [5m])) > 0
+    annotations:
+      summary: '{{ $labels.pod }} logged {{ $value }} errors'
+"""
+
+
+def push_pod_errors(client, at: int, pods: list[str]) -> None:
+    streams = [{"stream": {"job": "k", "pod": pod}, "values": [[str(at), "error"]]}
+               for pod in pods]
+    r = client.post(PUSH, content=json.dumps({"streams": streams}), headers=JSON_HEADERS)
+    assert r.status_code == 204
+
+
+def alert_state_writes(client) -> Callable[[], int]:
+    """Rows of alert_states written (inserted, updated or deleted) since the last call,
+    counted by temporary triggers on the writer's connection."""
+    db = client.app.state.services.db
+
+    def install(conn) -> None:
+        conn.execute("CREATE TEMP TABLE state_writes (n INTEGER)")
+        for op in ("INSERT", "UPDATE", "DELETE"):
+            conn.execute(f"CREATE TEMP TRIGGER state_{op.lower()} AFTER {op} ON "
+                         "main.alert_states BEGIN INSERT INTO state_writes VALUES (1); END")
+
+    def taken(conn) -> int:
+        n = conn.execute("SELECT count(*) FROM temp.state_writes").fetchone()[0]
+        conn.execute("DELETE FROM temp.state_writes")
+        return n
+
+    db.write_sync(install)
+    return lambda: db.write_sync(taken)
+
+
+def test_an_evaluation_writes_only_the_alerts_it_changed(make_client, tmp_path):
+    """Issue 22: 60 pods firing are not 60 rows every evaluation; a restart still finds
+    every alert as it was."""
+    t0 = T0 - 3600 * S  # the last push, 18 minutes on, still in the past
+    data = tmp_path / "data"
+    config = {"limits_config": {"reject_old_samples": False},
+              "ruler": {"resend_delay": "1h"}}  # no resend: last_sent_at stays
+    c = make_client(config, data_dir=data)
+    ruler, run = setup_group(c, PODS, "k8s")
+    writes = alert_state_writes(c)
+    pods = [f"p{i}" for i in range(60)]
+    push_pod_errors(c, t0 + 10 * S, pods)
+    push_pod_errors(c, t0 - 200 * S, ["old"])  # in the first window only
+    evaluate(c, ruler, run, t0 + 60 * S)
+    assert [a["state"] for a in alerts(c)] == ["firing"] * 61
+    assert writes() == 61
+
+    push_pod_errors(c, t0 + 70 * S, ["p0", "p60"])  # p0 counts 2, p60 is new, old resolves
+    evaluate(c, ruler, run, t0 + 120 * S)
+    assert len(alerts(c)) == 61
+    (resolved,) = [a for a in run.rules[0].alerts.values() if a.state == "inactive"]
+    assert resolved.labels["pod"] == "old"
+    assert writes() == 3  # the old code rewrote all: 61 deleted, 62 inserted
+
+    evaluate(c, ruler, run, t0 + 180 * S)  # the same results: nothing to write
+    assert len(alerts(c)) == 61
+    assert writes() == 0
+
+    # 16 minutes after it resolved the old pod's alert goes; p0 counts 1 again
+    push_pod_errors(c, t0 + 1050 * S, [*pods, "p60"])
+    evaluate(c, ruler, run, t0 + 1080 * S)
+    assert "old" not in {a.labels["pod"] for a in run.rules[0].alerts.values()}
+    assert writes() == 2
+    kept = sorted(run.rules[0].state_rows())
+    shown = sorted(alerts(c), key=lambda a: a["labels"]["pod"])
+    c.__exit__(None, None, None)
+
+    c = make_client(config, data_dir=data)
+    ruler = paused(c)
+    run = ruler.runs[("fake", "k8s", "pods")]
+    assert sorted(run.rules[0].state_rows()) == kept
+    assert sorted(alerts(c), key=lambda a: a["labels"]["pod"]) == shown
+    assert {a["activeAt"] for a in shown} == {_rfc(t0 + 60 * S), _rfc(t0 + 120 * S)}
+
+
+def test_the_stored_alerts_of_a_rule_the_group_lost_go_at_its_next_evaluation(client):
+    cart = ('  - alert: CartErrors\n'
+            '    expr: sum(count_over_time({job="cart"} |= "error" [1m])) > 5\n')
+    ruler, run = setup_group(client, CHECKOUT + cart)
+    push_errors(client, T0 + 10 * S, 7)
+    push_errors(client, T0 + 10 * S, 7, job="cart")
+    evaluate(client, ruler, run, T0 + 60 * S)
+    assert client.post(f"{RULES}/shop", content=CHECKOUT).status_code == 202
+    run = ruler.runs[("fake", "shop", "checkout")]
+    push_errors(client, T0 + 70 * S, 7)  # the same count: the checkout alert is unchanged
+    evaluate(client, ruler, run, T0 + 120 * S)
+    stored = client.app.state.services.db.read_sync(
+        lambda conn: conn.execute("SELECT rule_key, state FROM alert_states").fetchall())
+    assert stored == [("0:CheckoutErrors", "pending")]
 
 
 def test_deleting_a_group_stops_its_alerts(client):
