@@ -131,14 +131,24 @@ def buffer_samples(conn: sqlite3.Connection, clients: Sequence[str], tenant: str
     for client in clients:
         conn.executemany("INSERT INTO remote_write_buffer (client, tenant, labels, ts_ms, value) "
                          "VALUES (?, ?, ?, ?, ?)", [(client, tenant, *r) for r in rows])
-        over = conn.execute("SELECT count(*) FROM remote_write_buffer WHERE client = ?",
-                            (client,)).fetchone()[0] - max_buffered
+        over = _count_buffered(conn, client, len(rows)) - max_buffered
         if over > 0:
-            conn.execute("DELETE FROM remote_write_buffer WHERE id IN (SELECT id FROM "
-                         "remote_write_buffer WHERE client = ? ORDER BY id LIMIT ?)",
-                         (client, over))
-            dropped += over
+            gone = conn.execute("DELETE FROM remote_write_buffer WHERE id IN (SELECT id FROM "
+                                "remote_write_buffer WHERE client = ? ORDER BY id LIMIT ?)",
+                                (client, over)).rowcount
+            _count_buffered(conn, client, -gone)
+            dropped += gone
     return dropped
+
+
+def _count_buffered(conn: sqlite3.Connection, client: str, change: int) -> int:
+    """The client's buffered samples after `change` more (fewer): kept beside the buffer, as
+    counting its rows would read up to max_buffered_samples of them."""
+    return conn.execute(
+        "INSERT INTO remote_write_buffered (client, samples) VALUES (?, ?) "
+        "ON CONFLICT (client) DO UPDATE SET "
+        "samples = remote_write_buffered.samples + excluded.samples RETURNING samples",
+        (client, change)).fetchone()[0]
 
 
 def oldest_samples(conn: sqlite3.Connection, client: str,
@@ -149,11 +159,23 @@ def oldest_samples(conn: sqlite3.Connection, client: str,
         "ORDER BY id LIMIT ?", (client, limit)))
 
 
-def forget_samples(conn: sqlite3.Connection, ids: Sequence[int]) -> int:
-    """Remove sent (or refused) samples from the buffer (writer)."""
-    return conn.execute("DELETE FROM remote_write_buffer WHERE id IN "
-                        "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),)).rowcount
+def forget_samples(conn: sqlite3.Connection, client: str, ids: Sequence[int]) -> int:
+    """Remove the client's sent (or refused) samples from the buffer (writer)."""
+    gone = conn.execute("DELETE FROM remote_write_buffer WHERE client = ? AND id IN "
+                        "(SELECT value FROM json_each(?))",
+                        (client, json.dumps(list(ids)))).rowcount
+    if gone:
+        _count_buffered(conn, client, -gone)
+    return gone
+
+
+def recount_buffered(conn: sqlite3.Connection) -> None:
+    """Every client's buffered samples counted again (writer): after rows were copied in."""
+    conn.execute("DELETE FROM remote_write_buffered")
+    conn.execute("INSERT INTO remote_write_buffered (client, samples) "
+                 "SELECT client, count(*) FROM remote_write_buffer GROUP BY client")
 
 
 def buffered(conn: sqlite3.Connection) -> dict[str, int]:
-    return dict(conn.execute("SELECT client, count(*) FROM remote_write_buffer GROUP BY client"))
+    return dict(conn.execute("SELECT client, samples FROM remote_write_buffered "
+                             "WHERE samples > 0"))

@@ -125,7 +125,7 @@ class RemoteWriter:
                     continue
                 backoff = MIN_BACKOFF
                 ids = [r[0] for r in batch]
-                await self.db.write(lambda conn: store.forget_samples(conn, ids))
+                await self.db.write(lambda conn: store.forget_samples(conn, name, ids))
                 if outcome == "sent":
                     self.sent[name] += len(batch)
                 else:

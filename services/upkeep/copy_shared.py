@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Callable
 
+from storage import rules
+
 # parents before the rows that name them; each exists in both schemas with the same columns
 TABLES = ("gf_org", "gf_user", "gf_org_user", "gf_team", "gf_team_member", "gf_token",
           "gf_dashboard", "gf_dashboard_tag", "gf_star", "gf_permission", "gf_session",
@@ -54,6 +56,8 @@ def copy_shared(conn: sqlite3.Connection, state: Any, say: Callable[[str], None]
     ok = True
     for table in TABLES:
         want, got = _copy_table(conn, state, table)
+        if table == "remote_write_buffer":  # its counts follow the rows it now holds
+            state.write_sync(rules.recount_buffered)
         say(f"{table}: {want:,} rows in SQLite, {got:,} in PostgreSQL")
         if got < want:
             say(f"logstore: {table}: {want - got:,} rows of SQLite are not in PostgreSQL "
