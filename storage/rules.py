@@ -1,5 +1,6 @@
-"""Rule groups, alert states and the remote-write buffer in SQLite (migrations/0006_rules.sql).
-Writers run on the writer thread (`Database.write`), readers on a reader."""
+"""Rule groups, alert states and the remote-write buffer in SQLite (migrations/0006_rules.sql;
+the buffer's counts per client, 0013). Writers run on the writer thread (`Database.write`),
+readers on a reader."""
 
 from __future__ import annotations
 
