@@ -1,5 +1,6 @@
-"""Mined patterns in SQLite (migrations/0007_patterns.sql): the miner's state per stream,
-its per-bucket counts, and the high-water mark of mined head entries."""
+"""Mined patterns in SQLite (migrations/0007_patterns.sql, 0014_pattern_changes.sql), or in a
+cluster's shared PostgreSQL: the miner's state per stream, its per-bucket counts, the
+high-water mark of mined head entries, and a change counter for the nodes that do not mine."""
 
 from __future__ import annotations
 
@@ -47,30 +48,63 @@ def new_entries(conn: sqlite3.Connection, after: int,
     return rows if upto is None else [r for r in rows if r[0] <= upto]
 
 
-def clusters(conn: sqlite3.Connection) -> list[ClusterRow]:
+# (change counter, clusters dropped since the look asked about (None: every template is
+# given), the templates given)
+Templates = tuple[int, list[tuple[int, int]] | None, list[ClusterRow]]
+_CLUSTERS = ("SELECT stream_id, cluster_id, template, line, spans, gaps, level, pattern "
+             "FROM pattern_clusters")
+
+
+def templates(conn: sqlite3.Connection, seen: int | None = None) -> Templates:
+    """The stored templates for a miner's copy, and the change counter they are at: every
+    template, in id order per stream as the miner made them, or, after the counter of an
+    earlier look (`seen`), only the templates written since and the clusters dropped since,
+    while those are still listed (else every template again). The counter is read first, so
+    that what is written meanwhile is given again at the next look rather than missed."""
+    row = conn.execute("SELECT version, forgotten_upto FROM pattern_state "
+                       "WHERE id = 1").fetchone()
+    version, forgotten_upto = tuple(row) if row else (0, 0)
+    if seen is None or seen < forgotten_upto:
+        return version, None, _clusters(conn, _CLUSTERS + " ORDER BY stream_id, cluster_id")
+    dropped = [tuple(r) for r in conn.execute(
+        "SELECT stream_id, cluster_id FROM pattern_dropped WHERE version > ?", (seen,))]
+    # unordered: SQLite would rather walk every template in key order than sort a few
+    return version, dropped, _clusters(conn, _CLUSTERS + " WHERE version > ?", (seen,))
+
+
+def _clusters(conn: sqlite3.Connection, sql: str, args: tuple = ()) -> list[ClusterRow]:
     return [(r[0], r[1], json.loads(r[2]), r[3], json.loads(r[4]), json.loads(r[5]), r[6],
-             r[7]) for r in conn.execute(
-                 "SELECT stream_id, cluster_id, template, line, spans, gaps, level, pattern "
-                 "FROM pattern_clusters")]
+             r[7]) for r in conn.execute(sql, args)]
+
+
+def _next_version(conn: sqlite3.Connection) -> int:
+    """The change counter, raised (writer): on PostgreSQL its row stays locked until the
+    commit, so writes of templates commit in the order of their numbers, and a look that
+    read a number has seen every write numbered below it."""
+    return conn.execute(
+        "INSERT INTO pattern_state (id, mined_id, version) VALUES (1, 0, 1) "
+        "ON CONFLICT (id) DO UPDATE SET version = pattern_state.version + 1 "
+        "RETURNING version").fetchone()[0]
 
 
 def save(conn: sqlite3.Connection, changed: Iterable[ClusterRow],
          counts: dict[tuple[int, int, int], int], up_to_id: int) -> None:
     """One mining batch (writer): changed clusters, added counts, the new high-water mark."""
+    version = _next_version(conn)
     conn.executemany(
         "INSERT INTO pattern_clusters (stream_id, cluster_id, template, line, spans, gaps, "
-        "level, pattern) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id, cluster_id) "
+        "level, pattern, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (stream_id, cluster_id) "
         "DO UPDATE SET template = excluded.template, gaps = excluded.gaps, "
-        "pattern = excluded.pattern",
-        [(s, c, json.dumps(t), line, json.dumps(sp), json.dumps(g), lv, p)
+        "pattern = excluded.pattern, version = excluded.version",
+        [(s, c, json.dumps(t), line, json.dumps(sp), json.dumps(g), lv, p, version)
          for s, c, t, line, sp, g, lv, p in changed])
     conn.executemany(
         "INSERT INTO pattern_samples (stream_id, cluster_id, bucket, count) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (stream_id, cluster_id, bucket) "
         "DO UPDATE SET count = pattern_samples.count + excluded.count",
         [(s, c, b, n) for (s, c, b), n in counts.items()])
-    conn.execute("INSERT INTO pattern_state (id, mined_id) VALUES (1, ?) "
-                 "ON CONFLICT (id) DO UPDATE SET mined_id = excluded.mined_id", (up_to_id,))
+    conn.execute("UPDATE pattern_state SET mined_id = ? WHERE id = 1", (up_to_id,))
 
 
 def samples(conn: sqlite3.Connection, stream_ids: Sequence[int], start_s: int, end_s: int,
@@ -89,17 +123,35 @@ def samples(conn: sqlite3.Connection, stream_ids: Sequence[int], start_s: int, e
 def forget_older(conn: sqlite3.Connection, keep_s: int) -> list[tuple[int, int]]:
     """Drop samples more than `keep_s` older than the newest one, and the clusters left
     without any (writer); returns those clusters (stream id, cluster id), for the miners to
-    forget. Relative to the newest, so that logs pushed at old timestamps (a backfill, a
-    test) are not dropped as soon as they are mined."""
+    forget, and lists them for the nodes that do not mine (`templates`). Relative to the
+    newest, so that logs pushed at old timestamps (a backfill, a test) are not dropped as soon
+    as they are mined."""
     newest = conn.execute("SELECT max(bucket) FROM pattern_samples").fetchone()[0]
     if newest is None:
         return []
     conn.execute("DELETE FROM pattern_samples WHERE bucket < ?", (newest - keep_s,))
-    return [tuple(r) for r in conn.execute(
+    dropped = [tuple(r) for r in conn.execute(
         "DELETE FROM pattern_clusters WHERE NOT EXISTS (SELECT 1 FROM pattern_samples s "
         "WHERE s.stream_id = pattern_clusters.stream_id "
         "AND s.cluster_id = pattern_clusters.cluster_id) "
         "RETURNING stream_id, cluster_id").fetchall()]
+    if dropped:
+        _list_dropped(conn, dropped)
+    return dropped
+
+
+def _list_dropped(conn: sqlite3.Connection, dropped: list[tuple[int, int]]) -> None:
+    """List a round's dropped clusters under a new change counter, keeping the last round's
+    too (a follower looks every minute, a round comes every 10: one that just took the
+    lease over comes at once), and record up to where the older ones went."""
+    last_round = conn.execute("SELECT max(version) FROM pattern_dropped").fetchone()[0]
+    if last_round is not None:
+        conn.execute("DELETE FROM pattern_dropped WHERE version < ?", (last_round,))
+        conn.execute("UPDATE pattern_state SET forgotten_upto = ? WHERE id = 1",
+                     (last_round - 1,))
+    version = _next_version(conn)
+    conn.executemany("INSERT INTO pattern_dropped (version, stream_id, cluster_id) "
+                     "VALUES (?, ?, ?)", [(version, sid, cid) for sid, cid in dropped])
 
 
 def uncount(conn: sqlite3.Connection, counts: dict[tuple[int, str, int], int]) -> None:

@@ -62,6 +62,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "tests/read/test_metadata_api.py": HEAD_SEALED,
     "tests/read/test_index_volume.py": HEAD_SEALED,
     "tests/patterns/test_patterns.py": HEAD_SEALED,
+    "tests/patterns/test_follower.py": ("head", CLICKHOUSE),
     "tests/read/test_drilldown.py": HEAD_SEALED,
     "tests/read/test_read_paths_deletion.py": ALL,
 }

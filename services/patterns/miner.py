@@ -155,9 +155,21 @@ class Miner:
     _index: dict[tuple[int, str], list[Cluster]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._index_clusters()
+
+    def _index_clusters(self) -> None:
+        self._index = {}
         for c in self.clusters:
             self._index.setdefault(_key(c.template), []).append(c)
             self.next_id = max(self.next_id, c.id + 1)
+
+    def learn(self, stored: list[Cluster]) -> None:
+        """Take clusters another node's miner stored (new ones, or ones whose template it
+        widened) in place of those with their ids, in id order as that miner holds them."""
+        ids = {c.id for c in stored}
+        kept = [c for c in self.clusters if c.id not in ids]
+        self.clusters = sorted(kept + stored, key=lambda c: c.id)
+        self._index_clusters()
 
     def _best(self, texts: list[str]) -> Cluster | None:
         best, score = None, -1.0

@@ -41,19 +41,36 @@ class MinerState:
     def __init__(self) -> None:
         self.miners: dict[int, Miner] = {}
         self.loaded = False
+        # the stored templates' change counter this copy has learnt up to
+        self.version = 0
         self.lock = threading.Lock()  # a worker runs jobs on several threads
 
     def load(self, conn: Any) -> int:
         """The templates as stored; the templates held."""
         with self.lock:
-            per_stream: dict[int, list[Cluster]] = {}
-            for sid, cid, template, line, spans, gaps, level, _ in store.clusters(conn):
-                per_stream.setdefault(sid, []).append(
-                    Cluster(cid, template, line, [tuple(s) for s in spans], level, 0,
-                            set(gaps)))
+            return self._learn(store.templates(conn))
+
+    def refresh(self, conn: Any) -> int:
+        """Learn what the stored templates gained and lost since the last look (another
+        node mines them); the templates held."""
+        with self.lock:
+            return self._learn(store.templates(conn, self.version if self.loaded else None))
+
+    def _learn(self, stored: store.Templates) -> int:
+        version, dropped, rows = stored
+        per_stream: dict[int, list[Cluster]] = {}
+        for sid, cid, template, line, spans, gaps, level, _ in rows:
+            per_stream.setdefault(sid, []).append(
+                Cluster(cid, template, line, [tuple(s) for s in spans], level, 0, set(gaps)))
+        if dropped is None:
             self.miners = {sid: Miner(clusters) for sid, clusters in per_stream.items()}
-            self.loaded = True
-            return self.templates()
+        else:
+            self._forget(dropped)
+            for sid, clusters in per_stream.items():
+                self.miners.setdefault(sid, Miner()).learn(clusters)
+        self.version = version
+        self.loaded = True
+        return self.templates()
 
     def templates(self) -> int:
         return sum(len(m.clusters) for m in self.miners.values())
@@ -61,14 +78,17 @@ class MinerState:
     def forget(self, dropped: Sequence[tuple[int, int]]) -> int:
         """Drop clusters (stream id, cluster id) the store dropped; the templates held."""
         with self.lock:
-            per_stream: dict[int, set[int]] = {}
-            for sid, cid in dropped:
-                per_stream.setdefault(sid, set()).add(cid)
-            for sid, cids in per_stream.items():
-                miner = self.miners.get(sid)
-                if miner is not None:
-                    miner.forget(cids)
+            self._forget(dropped)
             return self.templates()
+
+    def _forget(self, dropped: Sequence[tuple[int, int]]) -> None:
+        per_stream: dict[int, set[int]] = {}
+        for sid, cid in dropped:
+            per_stream.setdefault(sid, set()).add(cid)
+        for sid, cids in per_stream.items():
+            miner = self.miners.get(sid)
+            if miner is not None:
+                miner.forget(cids)
 
     def mine(self, conn: Any, after: int,
              source: Callable[[Any, int, int], list] = store.new_entries) -> Mined | None:
@@ -116,6 +136,12 @@ class LoadJob:
 
 
 @dataclass(frozen=True)
+class RefreshJob:
+    def run(self, state: MinerState, conn: Any) -> int:
+        return state.refresh(conn)
+
+
+@dataclass(frozen=True)
 class MineJob:
     after: int
 
@@ -140,7 +166,7 @@ class MatchJob:
         return state.match(self.sid, self.lines)
 
 
-PatternJob = LoadJob | MineJob | ForgetJob | MatchJob
+PatternJob = LoadJob | RefreshJob | MineJob | ForgetJob | MatchJob
 
 
 def run_job(state: MinerState, conn: Any, job: PatternJob) -> Any:
@@ -167,6 +193,9 @@ class LocalMiners:
     async def load(self) -> None:
         self.templates = await self.db.read(self.state.load)
 
+    async def refresh(self) -> None:
+        self.templates = await self.db.read(self.state.refresh)
+
     async def mine(self, after: int) -> Mined | None:
         done = await self.db.read(self.state.mine, after, self.source)
         if done is not None:
@@ -189,6 +218,9 @@ class WorkerMiners:
 
     async def load(self) -> None:
         self.templates = await self.run(LoadJob())
+
+    async def refresh(self) -> None:
+        self.templates = await self.run(RefreshJob())
 
     async def mine(self, after: int) -> Mined | None:
         done = await self.run(MineJob(after))

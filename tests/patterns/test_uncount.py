@@ -33,7 +33,8 @@ def _seed(conn: sqlite3.Connection, streams: int) -> None:
         for cid, pattern in ((1, "a <_>"), (2, "a <_>"), (3, "b <_>")):
             clusters.append((sid, cid, "[]", "x", "[]", "[]", "info", pattern))
             samples.extend((sid, cid, bucket, 3) for bucket in (0, 10, 20))
-    conn.executemany("INSERT INTO pattern_clusters VALUES (?, ?, ?, ?, ?, ?, ?, ?)", clusters)
+    conn.executemany("INSERT INTO pattern_clusters (stream_id, cluster_id, template, line, "
+                     "spans, gaps, level, pattern) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", clusters)
     conn.executemany("INSERT INTO pattern_samples VALUES (?, ?, ?, ?)", samples)
 
 
