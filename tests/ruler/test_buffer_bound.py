@@ -116,7 +116,7 @@ def test_migration_0013_counts_what_was_buffered(tmp_path, monkeypatch):
     conn.executemany("INSERT INTO remote_write_buffer (client, tenant, labels, ts_ms, value) "
                      "VALUES (?, 'fake', '{}', 1, 1.0)", [("a",)] * 3 + [("b",)] * 2)
     monkeypatch.undo()
-    assert db_module.migrate(conn) == ["0013_remote_write_buffered.sql"]
+    assert db_module.migrate(conn)[0] == "0013_remote_write_buffered.sql"
     assert store.buffered(conn) == {"a": 3, "b": 2}
     conn.close()
 
