@@ -277,10 +277,11 @@ class Compactor:
             for sid in sorted(emptied):
                 to_drop.setdefault((streams[sid].tenant, None), []).append(sid)
             for (tenant, cut, by_ttl), sids in expiring.items():
-                removed += await asyncio.to_thread(removal.expire, tenant, sids, cut,
-                                                   not by_ttl)
+                lines, left_empty = await asyncio.to_thread(removal.expire, tenant, sids, cut,
+                                                            not by_ttl)
+                removed += lines
                 to_drop.setdefault((tenant, cut), []).extend(
-                    sid for sid in sids if sid not in emptied)
+                    sid for sid in left_empty if sid not in emptied)
             for (tenant, since), sids in to_drop.items():
                 dropped = await asyncio.to_thread(removal.drop_empty, tenant, sids, since)
                 self.streams_removed += len(dropped)

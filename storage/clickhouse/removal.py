@@ -100,32 +100,49 @@ class ClickHouseRemoval:
         unless they carry it; whether a statement was sent."""
         return ttl.apply(self.client, self.db, self.cluster, plan)
 
-    def expire(self, tenant: str, sids: list[int], cut: int, lines: bool = True) -> int:
-        """Delete the lines older than `cut` of the tenant's streams `sids`; how many went.
-        Each stream's range starts at the cut afterwards (the label APIs bound a stream by
-        it). With `lines` False the tables' TTL removes the lines (it covers these streams):
-        only the ranges move."""
-        removed = 0
+    def expire(self, tenant: str, sids: list[int], cut: int,
+               lines: bool = True) -> tuple[int, list[int]]:
+        """Delete the lines older than `cut` of the tenant's streams `sids`; how many went,
+        and the streams left without a line at or after the cut (for drop_empty). Each
+        other stream's range starts at its oldest line left (the label APIs bound a stream
+        by it). With `lines` False the tables' TTL removes the lines (it covers these
+        streams): only the ranges move."""
+        removed, emptied = 0, []
         for i in range(0, len(sids), EXPIRE_STREAMS):
             part = sids[i:i + EXPIRE_STREAMS]
             if lines:
                 removed += self._delete(tenant, part, "ts < {cut:Int64}", {"cut": cut})
-            # the rules its lines were stored under stay with the stream (the sweep asks
-            # whether the TTL of each covers it)
-            kept = [(tenant, sid, labels, cut, last, rules)
-                    for sid, labels, last, rules in self.client.query(
-                        f"SELECT id, any(labels), max(last_ts), groupUniqArrayArray(rules) "
-                        f"FROM {self.db}.streams WHERE id IN {{sids:Array(UInt64)}} "
-                        "GROUP BY id", {"sids": part})
-                    if last >= cut]
-            if kept:
-                # min() over a stream's rows cannot rise: its rows are replaced by one
-                self.client.command(f"DELETE FROM {self._table('streams')} "
-                                    "WHERE id IN {sids:Array(UInt64)}",
-                                    {"sids": [row[1] for row in kept]})
-                self.client.insert(f"{self.db}.streams", ("tenant", "id", "labels",
-                                                          "first_ts", "last_ts", "rules"), kept)
-        return removed
+            emptied += self._start_at_oldest_line(tenant, part, cut)
+        return removed, emptied
+
+    def _start_at_oldest_line(self, tenant: str, sids: list[int], cut: int) -> list[int]:
+        """Start the range of each of the tenant's streams `sids` that holds a line at or
+        after `cut` at the oldest such line; the others, which hold none. Not at the cut:
+        the next sweep's cut is later, and a stream starting before it is expired again, so
+        every stream was rewritten every sweep, with nothing to remove (issue 22)."""
+        oldest = dict(self.client.query(
+            f"SELECT stream_id, min(ts) FROM {self.db}.entries WHERE tenant = {{t:String}} "
+            "AND stream_id IN {sids:Array(UInt64)} AND ts >= {cut:Int64} GROUP BY stream_id",
+            {"t": tenant, "sids": sids, "cut": cut}))
+        emptied = [sid for sid in sids if sid not in oldest]
+        if not oldest:
+            return emptied
+        # the rules its lines were stored under stay with the stream (the sweep asks
+        # whether the TTL of each covers it)
+        kept = [(tenant, sid, labels, oldest[sid], last, rules)
+                for sid, labels, last, rules in self.client.query(
+                    f"SELECT id, any(labels), max(last_ts), groupUniqArrayArray(rules) "
+                    f"FROM {self.db}.streams WHERE id IN {{sids:Array(UInt64)}} GROUP BY id",
+                    {"sids": sorted(oldest)})]
+        # min() over a stream's rows cannot rise: the rows that start before the cut are
+        # replaced by one. A row a push added meanwhile starts at or after it and stays,
+        # with the range it brought
+        self.client.command(f"DELETE FROM {self._table('streams')} "
+                            "WHERE id IN {sids:Array(UInt64)} AND first_ts < {cut:Int64}",
+                            {"sids": [row[1] for row in kept], "cut": cut})
+        self.client.insert(f"{self.db}.streams", ("tenant", "id", "labels", "first_ts",
+                                                  "last_ts", "rules"), kept)
+        return emptied
 
     def _delete(self, tenant: str, sids: list[int], condition: str,
                 params: dict[str, Any]) -> int:

@@ -142,3 +142,94 @@ def test_a_delete_request_reads_whole_streams_in_bounded_batches(monkeypatch):
     assert removal._read_batches([(1, 150), (2, 60), (3, 40), (4, 1)]) == [[1], [2, 3], [4]]
     many = [(sid, 0) for sid in range(removal.EXPIRE_STREAMS + 1)]
     assert [len(b) for b in removal._read_batches(many)] == [removal.EXPIRE_STREAMS, 1]
+
+
+D = 24 * H
+MINUTE = 60 * NS
+
+
+@pytest.mark.parametrize("by_ttl", [False, True], ids=["deleted", "left-to-the-ttl"])
+def test_a_sweep_touches_only_the_streams_with_something_expired(tmp_path, monkeypatch,
+                                                                  by_ttl):
+    """A stream's range starts at its oldest line left after a sweep, not at the sweep's
+    cut: the next sweep, 10 minutes on, found every stream starting before its own cut and
+    rewrote each one's row (issue 22). Now a sweep with nothing expired since the last
+    reads no line and writes nothing, and one where 3 pods of 12 have a line expired since
+    rewrites their 3 rows. Lines under no rule are deleted by DELETEs; under the rule, left
+    to its TTL (only the ranges move)."""
+    cfg = {**_config(tmp_path),
+           "limits_config": {"reject_old_samples": False, "retention_period": "30d",
+                             "retention_stream": [{"selector": '{app="short"}',
+                                                   "priority": 1, "period": "2d"}]},
+           "compactor": {"retention_enabled": True, "retention_delete_delay": "0s"}}
+    cut = NOW - 2 * H  # the first sweep's; hours old for ClickHouse's clock (the TTL's)
+    old, soon, kept = cut - H, cut + 5 * MINUTE, cut + 20 * MINUTE
+    with _client(cfg) as c:
+        ctx = c.app.state.services
+        c.blocking_portal.call(ctx.compactor.stop)  # the test runs the sweeps
+        store = ctx.querier.store
+        if not by_ttl:
+            store.rule_of = None
+        # pods 0-1 only an old line, 2-11 a kept one too, 2-4 one more expiring in between
+        for i in range(12):
+            stamps = [old] + ([soon] if 2 <= i <= 4 else []) + ([kept] if i >= 2 else [])
+            r = c.post(PUSH, content=push_body({"app": "short", "pod": f"p{i}"},
+                                               [[str(ts + i), f"p{i} {ts}"] for ts in stamps]),
+                       headers=JSON_HEADERS)
+            assert r.status_code == 204, r.text
+        assert store.rows() == 12 + 3 + 10  # the state: every line stored
+        # what a sweep sends: each query, and the rows of each insert by table
+        sent: dict[str, list] = {"queries": [], "inserted": []}
+        query, insert = store.client.query, store.client.insert
+
+        def counted_query(sql, *args, **kwargs):
+            sent["queries"].append(sql)
+            return query(sql, *args, **kwargs)
+
+        def counted_insert(table, columns, rows):
+            sent["inserted"].append((table.rsplit(".", 1)[1], len(rows)))
+            return insert(table, columns, rows)
+
+        monkeypatch.setattr(store.client, "query", counted_query)
+        monkeypatch.setattr(store.client, "insert", counted_insert)
+
+        def sweep(at: int) -> tuple[int, dict[str, int]]:
+            ctx.compactor.policy.clock = lambda: at + 2 * D
+            sent["queries"], sent["inserted"] = [], []
+            before = _mutations(store)
+            removed = c.blocking_portal.call(ctx.compactor.run_once)
+            after = _mutations(store)
+            return removed, {t: n - before.get(t, 0) for t, n in after.items()
+                             if n != before.get(t, 0)}
+
+        removed, done = sweep(cut)
+        assert removed == (0 if by_ttl else 12)  # the old lines
+        assert ctx.compactor.streams_removed == 2  # pods 0-1
+        assert {info.first_ts for info in store.removal.streams().values()} == {
+            soon + i for i in (2, 3, 4)} | {kept + i for i in range(5, 12)}
+
+        # a minute on: nothing has expired since. Nothing read of the lines, nothing written
+        removed, done = sweep(cut + MINUTE)
+        assert removed == 0
+        assert [q for q in sent["queries"] if ".entries" in q] == []
+        assert done == {} and sent["inserted"] == []
+
+        # 10 minutes on: the 3 pods' lines in between have expired; only their rows change
+        removed, done = sweep(cut + 10 * MINUTE)
+        assert removed == (0 if by_ttl else 3)
+        assert done == ({"streams": 1} if by_ttl else {"streams": 1, "entries": 1})
+        assert sorted(sent["inserted"]) == sorted(
+            [("streams", 3)] + ([] if by_ttl else [("rollups", 3)]))
+        assert ctx.compactor.streams_removed == 2
+        assert {info.first_ts for info in store.removal.streams().values()} == {
+            kept + i for i in range(2, 12)}
+        if not by_ttl:
+            assert store.rows() == 10
+            assert store.client.query(f"SELECT sum(lines) FROM {store.db}.rollups") == [[10]]
+        r = c.get("/logstore/api/v1/query", params={
+            "query": 'sum(count_over_time({app="short"}[4d]))', "time": str(NOW)})
+        assert r.json()["data"]["result"][0]["value"][1] == "10"
+        r = c.get("/logstore/api/v1/series", params={
+            "match[]": '{app="short"}', "start": str(NOW - 4 * D), "end": str(NOW)})
+        assert sorted(s["pod"] for s in r.json()["data"]) == sorted(
+            f"p{i}" for i in range(2, 12))
