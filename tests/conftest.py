@@ -418,3 +418,18 @@ def postgres_server():
 def postgres_url(postgres_server) -> str:
     """A fresh, empty database on the real PostgreSQL."""
     return postgres_server.fresh_database()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def state_store(request):
+    """Where a node's state lives: the SQLite file (an opened Database), or the shared
+    PostgreSQL of a cluster, which runs the same statements."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("db")
+        return
+    from storage.shared.postgres import PostgresState
+
+    state = PostgresState(request.getfixturevalue("postgres_url"))
+    state.open()
+    yield state
+    state.close()

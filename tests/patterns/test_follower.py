@@ -175,18 +175,10 @@ def test_a_follower_learns_only_what_the_miner_changed(make_client, follower_kin
     assert counted.rows == 0                              # nothing new: nothing read
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared(request, tmp_path):
-    """Where the templates live: the SQLite file, or the shared PostgreSQL of a cluster."""
-    if request.param == "sqlite":
-        yield request.getfixturevalue("db")
-        return
-    from storage.shared.postgres import PostgresState
-
-    state = PostgresState(request.getfixturevalue("postgres_url"))
-    state.open()
-    yield state
-    state.close()
+@pytest.fixture
+def shared(state_store):
+    """Where the templates live (tests/conftest.py state_store)."""
+    return state_store
 
 
 def _templates(sid: int, cids: range) -> list:

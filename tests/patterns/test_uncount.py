@@ -11,18 +11,10 @@ import pytest
 from storage.patterns import uncount
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    """Where pattern counts live: the SQLite file, or the shared PostgreSQL of a cluster
-    (storage.backend: clickhouse), which runs the same statements."""
-    if request.param == "sqlite":
-        yield request.getfixturevalue("db")
-        return
-    from storage.shared.postgres import PostgresState
-
-    state = PostgresState(request.getfixturevalue("postgres_url"))
-    state.open()
-    yield state
+@pytest.fixture
+def store(state_store):
+    """Where pattern counts live (tests/conftest.py state_store)."""
+    return state_store
 
 
 def _seed(conn: sqlite3.Connection, streams: int) -> None:

@@ -14,19 +14,10 @@ import pytest
 from storage import rules as store
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def state(request):
-    """Where the buffer lives: the SQLite file, or the shared PostgreSQL of a cluster, which
-    runs the same statements."""
-    if request.param == "sqlite":
-        yield request.getfixturevalue("db")
-        return
-    from storage.shared.postgres import PostgresState
-
-    shared = PostgresState(request.getfixturevalue("postgres_url"))
-    shared.open()
-    yield shared
-    shared.close()
+@pytest.fixture
+def state(state_store):
+    """Where the buffer lives (tests/conftest.py state_store)."""
+    return state_store
 
 
 def _samples(first: int, n: int) -> list[tuple[dict[str, str], int, float]]:
