@@ -78,13 +78,15 @@ def bump_generation(conn: sqlite3.Connection, tenant: str) -> None:
 # -- physical deletion -----------------------------------------------------------------------
 
 Pick = Callable[[str], bool]
+# a line as a head row or a block's row: (id, ts, line, metadata)
+Row = tuple[int, int, str, str | None]
 
 
 def head_matches(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int, end: int,
-                 pick: Pick) -> dict[int, list[tuple[int, int, str, str | None]]]:
+                 pick: Pick) -> dict[int, list[Row]]:
     """Stream id -> (id, ts, line, metadata) of its head rows with start <= ts <= end that
     `pick` names, for many streams in one statement (streams with none are left out)."""
-    out: dict[int, list[tuple[int, int, str, str | None]]] = {}
+    out: dict[int, list[Row]] = {}
     for sid, *row in conn.execute(
             "SELECT e.stream_id, e.id, e.ts, e.line, e.metadata FROM json_each(?) j "
             "CROSS JOIN entries e WHERE e.stream_id = j.value AND e.ts >= ? AND e.ts <= ?",
@@ -94,9 +96,8 @@ def head_matches(conn: sqlite3.Connection, stream_ids: Sequence[int], start: int
     return out
 
 
-def delete_head_rows(conn: sqlite3.Connection,
-                     picked: Sequence[tuple[int, Sequence[tuple[int, int, str, str | None]]]]
-                     ) -> tuple[dict[int, list[tuple[int, int, str, str | None]]], int, set[int]]:
+def delete_head_rows(conn: sqlite3.Connection, picked: Sequence[tuple[int, Sequence[Row]]]
+                     ) -> tuple[dict[int, list[Row]], int, set[int]]:
     """Remove these head rows (stream id, rows) of many streams (writer) and their share of
     the rollups. Rows already gone are skipped: the sealer may have moved them into a block
     since they were read, so their streams are returned for their blocks to be looked at
@@ -105,7 +106,7 @@ def delete_head_rows(conn: sqlite3.Connection,
     present = {i for (i,) in conn.execute(
         "SELECT id FROM entries WHERE id IN (SELECT value FROM json_each(?))", (ids,))}
     conn.execute("DELETE FROM entries WHERE id IN (SELECT value FROM json_each(?))", (ids,))
-    gone_of: dict[int, list[tuple[int, int, str, str | None]]] = {}
+    gone_of: dict[int, list[Row]] = {}
     size = 0
     moved: set[int] = set()
     for sid, rows in picked:
@@ -128,13 +129,13 @@ def blocks_overlapping(conn: sqlite3.Connection, stream_ids: Sequence[int], star
         (json.dumps(list(stream_ids)), start, end)).fetchall()
 
 
-def block_rows(conn: sqlite3.Connection, block_id: int) -> list[tuple[int, int, str, str | None]]:
+def block_rows(conn: sqlite3.Connection, block_id: int) -> list[Row]:
     """(id, ts, line, metadata) of every row of a block."""
     return block_contents(conn, block_id)[0]
 
 
 def block_contents(conn: sqlite3.Connection,
-                   block_id: int) -> tuple[list[tuple[int, int, str, str | None]], bool]:
+                   block_id: int) -> tuple[list[Row], bool]:
     """A block's rows (as block_rows) and whether it is a pack (the head): rewritten, a pack
     must stay one, so the sealer still merges it and the pattern miner still finds its
     lines."""
@@ -144,8 +145,8 @@ def block_contents(conn: sqlite3.Connection,
 
 
 def rewrite_block(conn: sqlite3.Connection, stream_id: int, block_id: int,
-                  keep: Sequence[tuple[int, int, str, str | None]],
-                  removed: Sequence[tuple[int, int, str, str | None]],
+                  keep: Sequence[Row],
+                  removed: Sequence[Row],
                   encoded: B.EncodedBlock | None) -> int | None:
     """Replace a block by `encoded` (its kept rows; None: nothing kept) and take the removed
     rows out of the rollups (writer). Returns the bytes removed; None, changing nothing, if

@@ -448,8 +448,8 @@ class Deletions:
         return lines, size, left | missing
 
 
-def _head_batches(heads: dict[int, list[tuple[int, int, str, str | None]]]
-                  ) -> list[list[tuple[int, list[tuple[int, int, str, str | None]]]]]:
+def _head_batches(heads: dict[int, list[deletes.Row]]
+                  ) -> list[list[tuple[int, list[deletes.Row]]]]:
     """The picked head rows, (stream id, rows) in writer jobs of up to HEAD_ROWS rows and
     DELETE_STREAMS streams: a job per stream made a delete of a line in each of 20,000
     pods 20,000 commits."""
