@@ -9,7 +9,10 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -144,3 +147,15 @@ def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
     assert _metric(srv.url, "logstore_query_workers_lost_total") == 1
     assert _metric(srv.url, "logstore_query_workers_started_total") == 2
     assert query_worker_pids(group=srv.proc.pid) not in ([], pids)
+
+
+def test_a_query_worker_does_not_load_the_metrics_exporter():
+    """A worker never answers a scrape: prometheus_client (and the http.server it brings)
+    would be about 3 MB of each worker's memory, imported through modules it shares with
+    the server (a push's in-flight budget, the compactor's retention policy)."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, services.read.query_worker; "
+         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prometheus_client'))"],
+        cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
