@@ -6,7 +6,11 @@ metric benchmarks run against it (and, when the head holds due rows, while it se
 
 Samples the RSS of every process in the server's process group every 50 ms (ps), and prints
 the peak during start-up and background work (sealing a head that `ingest.py` left behind),
-idle, and the peak while the bench queries run.
+idle, and the peak while the bench queries run. The sum of RSS counts a page shared by
+several processes once in each: the serve process forks the server (and both map the same
+libraries as the query workers). So each figure also has the tree's PSS (Linux's
+/proc/PID/smaps_rollup: a shared page divided among the processes that map it), what the
+tree takes from the machine.
 """
 
 from __future__ import annotations
@@ -35,6 +39,18 @@ def tree_rss_kb(pgid: int) -> int:
     return sum(process_rss_kb(pgid).values())
 
 
+def tree_pss_kb(pgid: int) -> int:
+    total = 0
+    for pid in process_rss_kb(pgid):
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        total += next(int(line.split()[1]) for line in rollup.splitlines()
+                      if line.startswith("Pss:"))
+    return total
+
+
 def process_rss_kb(pgid: int) -> dict[int, int]:
     out = subprocess.run(["ps", "-o", "pid=,rss=", "-g", str(pgid)], capture_output=True,
                          text=True).stdout.split()
@@ -52,11 +68,13 @@ def main() -> None:
     proc = ingest.start_server(data_dir, port, ingest.workers_config(args.workers))
     pgid = os.getpgid(proc.pid)
     peak = [0]
+    peak_pss = [0]
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], tree_rss_kb(pgid))
+            peak_pss[0] = max(peak_pss[0], tree_pss_kb(pgid))
             stop.wait(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -66,7 +84,8 @@ def main() -> None:
         wait_for_background(db)
         waited = time.monotonic() - waited
         background_peak, peak[0] = peak[0], 0
-        idle = tree_rss_kb(pgid)
+        background_pss, peak_pss[0] = peak_pss[0], 0
+        idle, idle_pss = tree_rss_kb(pgid), tree_pss_kb(pgid)
         per_process = process_rss_kb(pgid)
         start, end = data_range(db)
         for spec in query.QUERIES:
@@ -86,6 +105,9 @@ def main() -> None:
               f"peak while querying: {peak[0] / 1024:.0f} MB; after the queries "
               f"{', '.join(f'{v / 1024:.0f}' for v in peak_per_process.values())} MB per "
               f"process")
+        print(f"PSS of the tree: start-up and background work peak "
+              f"{background_pss / 1024:.0f} MB; idle {idle_pss / 1024:.0f} MB; peak while "
+              f"querying {peak_pss[0] / 1024:.0f} MB")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
