@@ -11,12 +11,10 @@ between a check and its addition."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from services.runtime.errors import PlainError
-
-if TYPE_CHECKING:
-    from services.runtime.metrics import ScrapeCollector
+from services.runtime.metrics import ScrapeCollector, counter, gauge
 
 BUSY = "The server cannot accept more requests at this time."
 
@@ -57,9 +55,6 @@ class Held:
 
 
 def collector(budget: InflightBytes) -> ScrapeCollector:
-    # imported here: the query workers import this module (a push's `Held`) and never
-    # scrape, and prometheus_client is about 6 MB of each one's RSS
-    from services.runtime.metrics import ScrapeCollector, counter, gauge
     return ScrapeCollector(
         gauge("logstore_distributor_inflight_bytes",
               "Bytes of push bodies (read and inflated) held right now.", lambda: budget.total),

@@ -23,20 +23,18 @@ import asyncio
 import logging
 import time
 import zlib
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from config import LimitsConfig
 from logql import parse_selector
 from services.runtime.base import cancel_task
 from services.runtime.limits import Limits
+from services.runtime.metrics import ScrapeCollector, counter, gauge
 from storage import retention
 from storage.retention import StreamInfo
 from storage.shared import Leases
 from storage.blocks import sealing
 from storage.clickhouse.ttl import TtlPlan
-
-if TYPE_CHECKING:
-    from services.runtime.metrics import ScrapeCollector
 
 log = logging.getLogger("logstore.compactor")
 LEASE = "compactor"
@@ -294,10 +292,6 @@ class Compactor:
 
 
 def collector(c: Compactor) -> ScrapeCollector:
-    # imported here: the query workers import this module (`RetentionPolicy`, through the
-    # readers) and never scrape, and prometheus_client is about 6 MB of each one's RSS
-    from services.runtime.metrics import ScrapeCollector, counter, gauge
-
     def of_deletions(read: Callable[[Any], Any]) -> Callable[[], Any]:
         return lambda: None if c.deletions is None else read(c.deletions)  # no deletion API
 

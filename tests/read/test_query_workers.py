@@ -151,8 +151,8 @@ def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
 
 def test_a_query_worker_does_not_load_the_metrics_exporter():
     """A worker never answers a scrape: prometheus_client (and the http.server it brings)
-    would be about 3 MB of each worker's memory, imported through modules it shares with
-    the server (a push's in-flight budget, the compactor's retention policy)."""
+    would be about 3 MB of each worker's memory, imported through the services it shares
+    with the server, which declare their scrape collectors in services/runtime/metrics.py."""
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "-c", "import sys, services.read.query_worker; "
