@@ -120,21 +120,36 @@ def realistic(tree: Path, bodies: list[bytes], end_ns: int, lines: int) -> dict[
     return out
 
 
-def factor_row(name: str, issue_old: float, old: list[float], now: list[float],
-               loki: float | None, higher_is_better: bool) -> list[object]:
-    """A table row: the figures, this sitting's factor (how much faster it runs than the
-    issue's), Loki's figure scaled by it and this checkout against that."""
-    old_here, now_here = statistics.median(old), statistics.median(now)
-    factor = old_here / issue_old if higher_is_better else issue_old / old_here
-    unit = "lines/s" if higher_is_better else "ms"
-    spread = lambda xs: " / ".join(f"{x:,.0f}" for x in xs)  # noqa: E731
-    row = [name, f"{issue_old:,.0f} {unit}", spread(old), f"{factor:.2f}"]
+def spread(values: list[float]) -> str:
+    return " / ".join(f"{x:,.0f}" for x in values)
+
+
+def factor_of(issue_old: float, old: list[float], higher_is_better: bool) -> float:
+    """This sitting's factor: how much faster it runs the old logstore than the issue did."""
+    old_here = statistics.median(old)
+    return old_here / issue_old if higher_is_better else issue_old / old_here
+
+
+def against_loki(factor: float, loki: float | None, now: list[float],
+                 higher_is_better: bool) -> list[object]:
+    """The row's last columns: Loki's figure, it scaled by the factor, this checkout and
+    its speed against that."""
     if loki is None:
-        return row + ["", "", spread(now), ""]
+        return ["", "", spread(now), ""]
+    now_here = statistics.median(now)
     loki_here = loki * factor if higher_is_better else loki / factor
     ratio = now_here / loki_here if higher_is_better else loki_here / now_here
-    return row + [f"{loki:,.0f}", f"{loki_here:,.0f}", spread(now),
-                  f"{ratio:.2f}x Loki's speed"]
+    return [f"{loki:,.0f}", f"{loki_here:,.0f}", spread(now), f"{ratio:.2f}x Loki's speed"]
+
+
+def factor_row(name: str, issue_old: float, old: list[float], now: list[float],
+               loki: float | None, higher_is_better: bool) -> list[object]:
+    """A table row: the figures, this sitting's factor, Loki's figure scaled by it and this
+    checkout against that."""
+    factor = factor_of(issue_old, old, higher_is_better)
+    unit = "lines/s" if higher_is_better else "ms"
+    return [name, f"{issue_old:,.0f} {unit}", spread(old), f"{factor:.2f}",
+            *against_loki(factor, loki, now, higher_is_better)]
 
 
 def calibrate_22(parent: Path, runs: int) -> list[list[object]]:
@@ -150,18 +165,16 @@ def calibrate_22(parent: Path, runs: int) -> list[list[object]]:
                       f"this checkout {now[-1]:,.0f} ms", flush=True)
             rows.append(factor_row(f"push of {n:,} new streams", issue_old, old, now, loki,
                                    False))
-            factors[n] = issue_old / statistics.median(old)
+            factors[n] = factor_of(issue_old, old, False)
     finally:
         drop_worktree(old_tree)
     # 100,000 streams: this checkout only, against Loki's figure scaled by each factor above
     # (the old logstore cannot give one there)
     now = [1000 * push_streams(ROOT, 100_000) for _ in range(runs)]
     for n, factor in factors.items():
-        loki_here = ISSUE_22_LOKI_100K_MS / factor
         rows.append([f"push of 100,000 new streams, by the factor of {n:,}", "", "",
-                     f"{factor:.2f}", f"{ISSUE_22_LOKI_100K_MS:,}", f"{loki_here:,.0f}",
-                     " / ".join(f"{x:,.0f}" for x in now),
-                     f"{loki_here / statistics.median(now):.2f}x Loki's speed"])
+                     f"{factor:.2f}",
+                     *against_loki(factor, ISSUE_22_LOKI_100K_MS, now, False)])
     return rows
 
 
