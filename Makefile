@@ -22,7 +22,7 @@ $(VENV)/.created:
 # one stamp per set of extras: `make run` installs the runtime alone, `make test` adds the test
 # extras, `make dist`/`make bench` the dev ones (shiv, drain3). Each install also compiles
 # the C files (a push's loops, a block's Bloom filter) in place, so a changed .c reinstalls.
-NATIVE := services/ingest/_linescan.c storage/blocks/_bloom.c
+NATIVE := services/ingest/_linescan.c services/ingest/_pushproto.c storage/blocks/_bloom.c
 $(VENV)/.installed-run: pyproject.toml $(NATIVE) $(VENV)/.created
 	$(BIN)/python -m pip install -q -e .
 	touch $@
