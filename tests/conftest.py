@@ -145,10 +145,12 @@ def missing_needs() -> list[str]:
         out.append("PostgreSQL (pg_ctl not found: apt-get install -y postgresql)")
     if not LOGHUB.is_dir():
         out.append(f"the loghub corpus ({LOGHUB}: ../shared beside the checkout)")
+    from services.ingest.decode import pushproto
     from services.ingest.levels import linescan
     from storage.blocks.codec import _bloom
 
     for built, name in ((linescan, "services/ingest/_linescan.c"),
+                        (pushproto, "services/ingest/_pushproto.c"),
                         (_bloom, "storage/blocks/_bloom.c")):
         if built is None:
             out.append(f"{name}, not built (pip install -e . builds it; it needs gcc, "
