@@ -31,9 +31,10 @@ except ImportError:  # pragma: no cover - a checkout whose C files did not build
 
 MAX_LABELS_BYTES = 16 << 20  # a protobuf stream's labels text, refused with 413 past it
 # label texts of protobuf streams parsed already: a client sends the same streams push after
-# push (30 streams: 0.4 of the 1.8 ms a realistic push took to read); bounded, as the texts
-# are the client's
+# push (30 streams: 0.4 of the 1.8 ms a realistic push took to read); bounded in number and
+# in each text's length, as the texts are the client's (a label set may be 16 MiB)
 LABEL_SETS_KEPT = 4096
+LABEL_SET_KEPT_CHARS = 1024
 _label_sets: dict[str, tuple[tuple[str, str], ...]] = {}
 
 
@@ -344,6 +345,8 @@ def _label_pairs(text: str) -> list[tuple[str, str]]:
             pairs = tuple(parse_label_set(text))
         except LabelSetError as exc:
             raise PushError(400, f"couldn't parse labels: {exc}") from None
+        if len(text) > LABEL_SET_KEPT_CHARS:
+            return list(pairs)
         if len(_label_sets) >= LABEL_SETS_KEPT:
             _label_sets.clear()
         _label_sets[text] = pairs

@@ -160,3 +160,12 @@ def test_a_label_set_sent_again_is_parsed_once(labels):
     assert list(decode_module._label_sets) == [labels]
     first[0].labels.append(("x", "y"))  # a caller's list is its own
     assert decode_protobuf(snappy.compress(raw), LIMIT, None)[0].labels == again[0].labels
+
+
+def test_a_long_label_set_is_not_kept():
+    decode_module._label_sets.clear()
+    labels = '{app="%s"}' % ("x" * decode_module.LABEL_SET_KEPT_CHARS)
+    raw = encode({"streams": [{"labels": labels, "entries": [{"line": "a", "metadata": []}]}]})
+    streams = decode_protobuf(snappy.compress(raw), LIMIT, None)
+    assert streams[0].labels == [("app", "x" * decode_module.LABEL_SET_KEPT_CHARS)]
+    assert not decode_module._label_sets  # kept, 4,096 texts of 16 MiB would be 64 GiB
