@@ -139,6 +139,10 @@ def test_what_the_reader_takes_and_what_it_leaves(monkeypatch):
     for why, raw in left.items():
         assert pushproto.streams(raw, TS_MIN, TS_MAX, MAX_LABELS_BYTES) is None, why
         assert outcome(raw, True) == outcome(raw, False), why
+    # a ten-byte varint keeps its low 64 bits, as upb does; an eleventh byte is corrupt
+    for seconds in (b"\x80" * 9 + b"\x02", b"\x80" * 10 + b"\x00"):
+        raw = stream_of(entry_bytes(field(1, b"\x08" + seconds), LINE))
+        assert outcome(raw, True) == outcome(raw, False)
     # labels past the limit: left to decode.py, which refuses them with 413
     assert pushproto.streams(taken, TS_MIN, TS_MAX, 8) is None
 
