@@ -37,11 +37,6 @@ WAL_HEADER = 32
 FRAME_HEADER = 24
 
 
-def wal_frames(shm: int) -> int:
-    """The WAL's last valid frame (mxFrame of the wal-index header in the -shm file)."""
-    return struct.unpack_from("<I", os.pread(shm, 100, 0), 16)[0]
-
-
 def frame_pages(wal: str, page_size: int, first: int, last: int) -> list[int]:
     """The page number of each frame first..last-1 (0-based) of the -wal file."""
     pages = []
@@ -53,7 +48,8 @@ def frame_pages(wal: str, page_size: int, first: int, last: int) -> list[int]:
 
 
 def run(prepared: list, per_commit: int) -> tuple[float, int, float, collections.Counter]:
-    """(frames per push, page size, writer CPU ms per push, frames per push by owner); the CPU of the appends and commits."""
+    """(frames per push, page size, writer CPU ms per push, frames per push by owner); the
+    CPU is the appends' and commits' alone."""
     work = tempfile.mkdtemp(prefix="logstore-wal-pages-")
     db = Database(os.path.join(work, "data"))
     db.open()
@@ -62,24 +58,21 @@ def run(prepared: list, per_commit: int) -> tuple[float, int, float, collections
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     owners: collections.Counter = collections.Counter()
     frames = counted = 0
-    shm = None
     cpu = 0.0  # the appends and commits alone: reading the frames back costs more
     try:
         for i in range(0, len(prepared), per_commit):
             if db._wal_frames_waiting() >= CHECKPOINT_PAGES:
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            if shm is None and os.path.exists(db.path + "-shm"):
-                shm = os.open(db.path + "-shm", os.O_RDONLY)
-            before = wal_frames(shm) if shm is not None else 0
+            before = db.wal_index()[0]
             started = time.thread_time()
             conn.execute("BEGIN IMMEDIATE")
             for streams in prepared[i:i + per_commit]:
                 append(conn, ids, "bench", streams)
             conn.execute("COMMIT")
             cpu += time.thread_time() - started
-            if shm is None or i < len(prepared) // 3:
+            if i < len(prepared) // 3:
                 continue  # the first pushes make the tables; the steady state is counted
-            after = wal_frames(shm)
+            after = db.wal_index()[0]
             if after < before:  # a checkpoint restarted the WAL: counted from its start
                 before = 0
             pages = dict(conn.execute("SELECT pageno, name FROM dbstat").fetchall())
@@ -88,8 +81,6 @@ def run(prepared: list, per_commit: int) -> tuple[float, int, float, collections
             frames += after - before
             counted += len(prepared[i:i + per_commit])
     finally:
-        if shm is not None:
-            os.close(shm)
         db.close()
         shutil.rmtree(work, ignore_errors=True)
     return frames / counted, page_size, cpu * 1000 / len(prepared), \

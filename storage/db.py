@@ -244,7 +244,7 @@ class Database:
         # every stream's id, owned by the writer thread; forgotten when a transaction or a
         # caller's savepoint rolls back, because it may name streams that no longer exist
         self.stream_ids = StreamIds()
-        self._shm: int | None = None  # the -shm file, read by _wal_frames_waiting
+        self._shm: int | None = None  # the -shm file, read by wal_index
 
     # -- lifecycle -------------------------------------------------------------------------
     def open(self) -> list[str]:
@@ -347,17 +347,23 @@ class Database:
         except sqlite3.Error as exc:
             log.warning("checkpoint failed, retried after the next batch: %s", exc)
 
+    def wal_index(self) -> tuple[int, int]:
+        """(mxFrame, nBackfill) of the wal-index in the -shm file: the frames written to the
+        WAL, and how many of them are copied into the database (offsets 16 and 96, native
+        byte order, https://www.sqlite.org/walformat.html); SQLite offers no call for it.
+        Raises OSError or struct.error when the file cannot be read."""
+        if self._shm is None:
+            self._shm = os.open(self.path + "-shm", os.O_RDONLY)
+        header = os.pread(self._shm, 100, 0)
+        return _U32.unpack_from(header, 16)[0], _U32.unpack_from(header, 96)[0]
+
     def _wal_frames_waiting(self) -> int:
-        """Frames written to the WAL and not yet copied into the database: mxFrame less
-        nBackfill of the wal-index in the -shm file (offsets 16 and 96, native byte order,
-        https://www.sqlite.org/walformat.html); SQLite offers no call for it."""
+        """Frames written to the WAL and not yet copied into the database."""
         try:
-            if self._shm is None:
-                self._shm = os.open(self.path + "-shm", os.O_RDONLY)
-            header = os.pread(self._shm, 100, 0)
-            return _U32.unpack_from(header, 16)[0] - _U32.unpack_from(header, 96)[0]
+            written, copied = self.wal_index()
         except (OSError, struct.error):
             return CHECKPOINT_PAGES  # cannot tell: copy, as SQLite itself would have by now
+        return written - copied
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Work]) -> None:
         alone = [w for w in batch if w.alone]

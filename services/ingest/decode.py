@@ -345,11 +345,10 @@ def _label_pairs(text: str) -> list[tuple[str, str]]:
             pairs = tuple(parse_label_set(text))
         except LabelSetError as exc:
             raise PushError(400, f"couldn't parse labels: {exc}") from None
-        if len(text) > LABEL_SET_KEPT_CHARS:
-            return list(pairs)
-        if len(_label_sets) >= LABEL_SETS_KEPT:
-            _label_sets.clear()
-        _label_sets[text] = pairs
+        if len(text) <= LABEL_SET_KEPT_CHARS:
+            if len(_label_sets) >= LABEL_SETS_KEPT:
+                _label_sets.clear()
+            _label_sets[text] = pairs
     return list(pairs)
 
 
