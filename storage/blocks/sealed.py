@@ -123,9 +123,13 @@ class Decoded:
         return [raw[offs[i]:offs[i + 1]].decode("utf-8", "surrogatepass") for i in range(a, b)]
 
     def line(self, i: int) -> str:
-        if self.text is not None:
-            return self.text[self.offsets[i]:self.offsets[i + 1]]
-        return self.raw[self.offsets[i]:self.offsets[i + 1]].decode("utf-8", "surrogatepass")
+        """Line i, cut from the block's text if something decoded it already, else decoded
+        alone: a needle's few hits in a block need not hold the whole block twice, as bytes
+        and as text (a full scan for `|~ "[0-9]{6}q"` held 9 MB of such texts at once)."""
+        offs = self.offsets
+        if self._text is not None:
+            return self._text[offs[i]:offs[i + 1]]
+        return self.raw[offs[i]:offs[i + 1]].decode("utf-8", "surrogatepass")
 
     def lines_containing(self, needles: list[tuple[bytes, bool]], a: int, b: int) -> list[int]:
         """Indexes in [a, b) of the lines holding one of the needles (`(bytes, ci)`; ci
@@ -504,7 +508,13 @@ class SealedBlocks:
             if a < b:
                 taken.append((d, a, b))
         self._complete([d for d, _, _ in taken])
-        for d, a, b in taken:
+        for k, (d, a, b) in enumerate(taken):
+            # let go of each block as soon as its rows are out, unless the next window reads
+            # it too: a full scan's window took 225 decompressed blocks at once (a worker's
+            # memory +52 MB for `|= "qz"`, bench/REPORT.md)
+            taken[k] = None  # type: ignore[call-overload]
+            if d.summary.id not in touched:
+                self._cache.pop(d.summary.id, None)  # prefetched with its keys
             sid = d.summary.stream_id
             if needles:
                 hits = d.lines_containing(needles, a, b)

@@ -328,3 +328,50 @@ def test_small_bloom_filters_come_with_the_summaries(conn, monkeypatch, prefetch
         assert len(blocks._live) < 10  # 1 % false positives
     else:
         assert len(blooms) == 300
+
+
+@pytest.mark.parametrize("needle", [True, False], ids=["needle", "every-line"])
+def test_a_window_lets_go_of_each_block_once_its_rows_are_out(conn, monkeypatch, needle):
+    """A window over 40 streams' blocks that lie inside it holds one block decompressed at a
+    time, not all 40 (a full scan over 1M lines held 225 at once, +52 MB in a query worker);
+    a block that reaches past the window stays decoded for the next one. Found lines go to
+    the caller as text cut from the block's bytes, not with the whole block decoded."""
+    import weakref
+
+    from storage.blocks import sealed
+
+    for sid in range(1, 41):
+        _store(conn, sid, [(sid * 1000 + k, T + k * 10**9, f"s{sid} k{k}{' hit' * (k == 7)}",
+                            None) for k in range(50)])
+    assert conn.execute("SELECT count(*), sum(rows) FROM blocks").fetchone() == (40, 2000)
+    live: weakref.WeakSet = weakref.WeakSet()
+    most = [0]
+    real_init, real_raw = sealed.Decoded.__init__, sealed.Decoded.raw.fget
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        live.add(self)
+
+    def raw(self):
+        got = real_raw(self)
+        most[0] = max(most[0], sum(d._raw is not None for d in live))
+        return got
+    monkeypatch.setattr(sealed.Decoded, "__init__", init)
+    monkeypatch.setattr(sealed.Decoded, "raw", property(raw))
+    needles = [[("hit", False)]] if needle else ()
+    blocks = SealedBlocks(conn, list(range(1, 41)), T, T + 3600 * 10**9, needles=needles,
+                          conditions=LineConditions(all_of=[[("hit", False)]])
+                          if needle else None)
+    rows = blocks.rows(T, T + 3600 * 10**9)  # takes every block whole
+    assert len(live) == 0 and most[0] == 1
+    if needle:
+        assert sorted(r[3] for r in rows) == sorted(f"s{sid} k7 hit" for sid in range(1, 41))
+    else:
+        assert len(rows) == 2000
+    # this window reaches into every block: all 40 are kept decoded for the next one
+    cut = blocks.rows(T, T + 10 * 10**9)
+    assert most[0] == 40 and len(live) == 40 and len(cut) == (40 if needle else 400)
+    if needle:
+        assert all(d._text is None for d in live)
+    assert blocks.rows(T + 100 * 10**9, T + 200 * 10**9) == []  # past them: let go
+    assert len(live) == 0
