@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 
 log = logging.getLogger("logstore.memory")
 
@@ -38,10 +39,38 @@ def limit_arenas(count: int = 2) -> None:
         lib.mallopt(_M_ARENA_MAX, count)
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_resident_after_trim = 0  # bytes, as resident_bytes() read it after the last trim
+
+
+def resident_bytes() -> int:
+    """The process's RSS (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def trim() -> None:
+    global _resident_after_trim
     lib = _glibc()
     if lib is not None:
         lib.malloc_trim(0)
+        _resident_after_trim = resident_bytes()
+
+
+def grew_since_trim(limit: int | None = None) -> bool:
+    """Whether the RSS is `limit` (LARGE_BYTES) or more above what the last trim left:
+    work that held much and freed it, which glibc keeps unless trimmed."""
+    global _resident_after_trim
+    if _glibc() is None:
+        return False
+    now = resident_bytes()
+    if not _resident_after_trim:
+        _resident_after_trim = now  # the first look: what the process holds once started
+        return False
+    return now - _resident_after_trim >= (LARGE_BYTES if limit is None else limit)
 
 
 # Work that allocated this much is followed by a trim: a 100 MB push body or a big query
