@@ -53,7 +53,7 @@ class PreparedStream:
         # tuples only if the server reads them (storage/row_columns.py)
         state = self.__dict__.copy()
         if self.pack is not None and type(self.rows) is list:
-            state["rows"] = RowColumns.of(self.rows)
+            state["rows"] = RowColumns.of(self.rows, self.pack)
         return state
 
 
@@ -64,7 +64,8 @@ def pack_rows(ps: PreparedStream) -> None:
     if len(ps.rows) < PACK_MIN_ROWS:
         return
     if isinstance(ps.rows, RowColumns) and ps.rows.without_repeats():
-        ps.pack = encode_columns(ps.rows.ts, ps.rows.lines(), ps.rows.md_texts())
+        ps.pack = ps.rows.pack = encode_columns(ps.rows.ts, ps.rows.lines(),
+                                                ps.rows.md_texts())
         return
     rows = _without_repeats(list(ps.rows))
     if len(rows) != len(ps.rows):

@@ -10,13 +10,25 @@ loop wait for. `RowColumns` holds the columns, pickles them as six objects (time
 hashes, the lines joined, their lengths, the distinct metadata texts and an index into them)
 and makes the tuples only when something reads a row (a live tail, a line that may repeat a
 stored one, a refused stream's byte count).
+
+A stream whose rows were also encoded as a pack (storage/blocks/packs.py) is pickled as its
+timestamps and hashes alone, with the pack, from which its lines and metadata texts are
+decoded should the server read them: the writer stores the pack and seldom reads a line, and
+the lines pickled beside it were 190 of a realistic push's 232 KB and 0.30 of the worker's
+0.47 ms to pickle it (bench/REPORT.md).
 """
 
 from __future__ import annotations
 
+import struct
 from array import array
 from itertools import accumulate, repeat
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+from storage.blocks import codec as B
+
+if TYPE_CHECKING:
+    from storage.blocks.packs import PackParts
 
 Row = tuple[int, int, str, "str | None"]
 
@@ -24,21 +36,27 @@ Row = tuple[int, int, str, "str | None"]
 class RowColumns(Sequence):
     """Rows `(ts, hash, line, metadata text or None)` in their order, as columns."""
 
-    __slots__ = ("ts", "hashes", "_lines", "_text", "_lengths", "_mds", "_rows")
+    __slots__ = ("ts", "hashes", "_lines", "_text", "_lengths", "_mds", "_rows", "pack")
 
     def __init__(self, ts: Sequence[int], hashes: Sequence[int], lines: Sequence[str] | None,
-                 mds: Sequence[str | None], text: str = "", lengths: bytes = b"") -> None:
+                 mds: Sequence[str | None] | None, text: str = "", lengths: bytes = b"",
+                 pack: PackParts | None = None) -> None:
         self.ts, self.hashes = ts, hashes
-        self._lines, self._mds = lines, mds  # lines None: `text` cut at `lengths`
+        # lines None: `text` cut at `lengths`, or (with mds None too) decoded from `pack`
+        self._lines, self._mds = lines, mds
         self._text, self._lengths = text, lengths
         self._rows: list[Row] | None = None
+        self.pack = pack  # these rows, in this order, encoded as a pack (pickled as such)
 
     @classmethod
-    def of(cls, rows: Sequence[Row]) -> "RowColumns":
+    def of(cls, rows: Sequence[Row], pack: PackParts | None = None) -> "RowColumns":
         return cls([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
-                   [r[3] for r in rows])
+                   [r[3] for r in rows], pack=pack)
 
     def __reduce__(self):
+        if self.pack is not None:
+            return (_unpickled_packed, (array("q", self.ts).tobytes(),
+                                        array("q", self.hashes).tobytes(), self.pack))
         lines = self.lines()
         texts = self.md_texts()
         distinct = tuple(dict.fromkeys(texts))
@@ -64,6 +82,8 @@ class RowColumns(Sequence):
         return len(set(zip(self.ts, self.hashes))) == len(self.ts)
 
     def lines(self) -> Sequence[str]:
+        if self._lines is None and self._mds is None:
+            self._lines, self._mds = _from_pack(self.pack)
         if self._lines is None:
             ends = list(accumulate(array("I", self._lengths)))
             text = self._text
@@ -71,6 +91,8 @@ class RowColumns(Sequence):
         return self._lines
 
     def md_texts(self) -> Sequence[str | None]:
+        if self._mds is None:
+            self._lines, self._mds = _from_pack(self.pack)
         mds = self._mds
         return list(repeat(mds[0], len(self.ts))) if len(mds) != len(self.ts) else mds
 
@@ -95,6 +117,32 @@ def _unpickled(ts: bytes, hashes: bytes, text: str, lengths: bytes, distinct: tu
     if not index and not distinct:
         mds = (None,)
     return RowColumns(array("q", ts), array("q", hashes), None, mds, text, lengths)
+
+
+def _unpickled_packed(ts: bytes, hashes: bytes, pack: PackParts) -> RowColumns:
+    return RowColumns(array("q", ts), array("q", hashes), None, None, pack=pack)
+
+
+def _from_pack(pack: PackParts | None) -> tuple[list[str], list[str | None]]:
+    """The lines and metadata texts of a pack's rows, in the order they were given (the
+    pack holds them sorted by time, with that order as deltas)."""
+    assert pack is not None
+    n = pack.rows
+    lines = B.decode_lines(pack.lines, B.decode_lengths(pack.lengths),
+                           bool(pack.flags & B.FLAG_ASCII))
+    mds = B.decode_metadata(pack.metadata, n)
+    if n < 2:
+        return lines, mds
+    order = list(accumulate(struct.unpack(f"<{n - 1}q", pack.order_deltas),
+                            initial=pack.first_order))
+    if order == list(range(n)):
+        return lines, mds
+    given_lines: list = [None] * n
+    given_mds: list = [None] * n
+    for j, i in enumerate(order):
+        given_lines[i] = lines[j]
+        given_mds[i] = mds[j]
+    return given_lines, given_mds
 
 
 def ts_range(rows: Sequence[Row]) -> tuple[int, int]:
