@@ -177,7 +177,13 @@ def metadata_column(mds: Sequence[str | None]) -> tuple[bytes, str]:
     table = sorted(distinct)
     slot: dict[str | None, int] = {md: i for i, md in enumerate(table)}
     slot[None] = -1
-    index = struct.pack(f"<{len(mds)}i", *map(slot.__getitem__, mds))
+    return metadata_index_column(struct.pack(f"<{len(mds)}i", *map(slot.__getitem__, mds)),
+                                 table)
+
+
+def metadata_index_column(index: bytes, table: list[str]) -> tuple[bytes, str]:
+    """metadata_column of rows given as their int32 indexes into `table` (sorted, distinct,
+    not empty) and the table."""
     names: set[str] = set()
     for md in table:
         names.update(_metadata_decoder.decode(md))

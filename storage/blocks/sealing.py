@@ -34,6 +34,7 @@ from typing import Sequence
 
 from storage.blocks import codec as B
 from storage.blocks.catalog import insert_block
+from storage.blocks.packs import StoredPack, seal_packs
 from storage.deletes import block_rows
 
 # fewer free pages than this stay in the file (new rows reuse them)
@@ -183,25 +184,23 @@ class Prepared:
     repack: B.EncodedBlock | None = None
 
 
-def group_packs(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit: int,
-                max_id: int | None = None) -> tuple[list[tuple[int, int, str, str | None]],
-                                                    list[tuple[int, bytes]]]:
-    """The rows (id, ts, line, metadata) of one stream's packs whose oldest line is in
-    [lo, hi), whole packs, oldest first, until they hold `limit` rows (at least one pack);
-    none holding an id above `max_id`. Also the packs' (id, keys)."""
-    rows: list[tuple[int, int, str, str | None]] = []
-    packs: list[tuple[int, bytes]] = []
-    for pid, n, flags, keys, lengths, metadata, lines, newest in conn.execute(
-            "SELECT id, rows, flags, keys, lengths, metadata, lines, max_id FROM blocks "
-            "WHERE flags & 4 AND stream_id = ? AND min_ts >= ? AND min_ts < ? ORDER BY min_ts",
-            (stream_id, lo, hi)):
-        if max_id is not None and newest > max_id:
+def stored_packs(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit: int,
+                 max_id: int | None = None) -> list[StoredPack]:
+    """One stream's packs whose oldest line is in [lo, hi), as stored, oldest first, until
+    they hold `limit` rows (at least one pack); none holding an id above `max_id`."""
+    packs: list[StoredPack] = []
+    held = 0
+    for p in map(StoredPack._make, conn.execute(
+            "SELECT id, rows, flags, min_ts, max_ts, max_id, keys, lengths, metadata, lines "
+            "FROM blocks WHERE flags & 4 AND stream_id = ? AND min_ts >= ? AND min_ts < ? "
+            "ORDER BY min_ts", (stream_id, lo, hi))):
+        if max_id is not None and p.max_id > max_id:
             continue
-        if packs and len(rows) + n > limit:
+        if packs and held + p.rows > limit:
             break
-        rows.extend(B.decode_rows(n, flags, keys, lengths, metadata, lines))
-        packs.append((pid, keys))
-    return rows, packs
+        packs.append(p)
+        held += p.rows
+    return packs
 
 
 def read_group(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit: int,
@@ -213,7 +212,14 @@ def read_group(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit
     pushed since is sealed by a later round)."""
     # without packs when the look found none: a query per group, and 100,000 quiet streams
     # make 100,000 groups of a few rows each
-    rows, packs = group_packs(conn, stream_id, lo, hi, limit, max_id) if packs else ([], [])
+    stored = stored_packs(conn, stream_id, lo, hi, limit, max_id) if packs else []
+    whole = _packs_alone(conn, stream_id, lo, hi, limit, max_id, stored)
+    if whole is not None:
+        return whole
+    rows: list[tuple[int, int, str, str | None]] = []
+    for p in stored:
+        rows.extend(B.decode_rows(p.rows, p.flags, p.keys, p.lengths, p.metadata, p.lines))
+    packs = [(p.id, p.keys) for p in stored]
     rows.sort(key=lambda r: (r[1], r[0]))
     take = bisect_left(rows, hi, key=lambda r: r[1])
     rest = rows[min(take, limit):]
@@ -230,6 +236,24 @@ def read_group(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit
     if rest:
         prepared.repack = B.encode(rest, pack=True)
     return prepared
+
+
+def _packs_alone(conn: sqlite3.Connection, stream_id: int, lo: int, hi: int, limit: int,
+                 max_id: int | None, stored: list[StoredPack]) -> Prepared | None:
+    """read_group's block when it is the packs' rows alone, one pack after another in time,
+    made from their columns (packs.seal_packs); None when it is not: a pack reaching past
+    the window or past `limit`, `entries` rows to take too, few rows (prepare_block may
+    merge them into the stream's last block), or packs that overlap in time."""
+    held = sum(p.rows for p in stored)
+    if not stored or held > limit or held < MERGE_BELOW_ROWS \
+            or any(p.max_ts >= hi for p in stored):
+        return None
+    if held < limit and head_rows(conn, stream_id, lo, hi, 1, max_id):
+        return None
+    block = seal_packs(stored)
+    if block is None:
+        return None
+    return Prepared([], block, packs=[(p.id, p.keys) for p in stored], rows=held)
 
 
 def prepare_block(conn: sqlite3.Connection, stream_id: int,

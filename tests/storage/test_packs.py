@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from hypothesis import given, settings, strategies as st
+
 from config import LimitsConfig
 from logql.model import MINUTE_NS
 from services.ingest.prepare import Preparer, RawStream
@@ -188,3 +190,76 @@ def test_a_delete_request_keeps_a_rewritten_pack_a_pack(make_client, tmp_path):
         "query": '{app="p"}', "start": str(T), "end": str(T + 100 * 10**9), "limit": "100",
         "direction": "forward"}).json()["data"]["result"]
     assert [v for s in got for v in s["values"]] == [v for v in values if "keep" in v[1]]
+
+
+def _stored(k: int, block: B.EncodedBlock):
+    from storage.blocks.packs import StoredPack
+    return StoredPack(k, block.rows, block.flags, block.min_ts, block.max_ts, block.max_id,
+                      block.keys, block.lengths, block.metadata, block.lines)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.tuples(
+    st.integers(0, 50),  # time step within the pack: equal timestamps too
+    st.text(st.characters(blacklist_categories=()), max_size=20),  # lone surrogates too
+    st.sampled_from([None, '{"detected_level":"info"}', '{"detected_level":"warn"}',
+                     '{"a":"\\u00e9"}'])), min_size=1, max_size=40), min_size=1, max_size=6),
+       st.booleans(), st.data())
+def test_packs_that_follow_in_time_seal_by_their_columns_as_by_their_rows(packs_rows, overlap,
+                                                                          data):
+    """A window's packs, one after another in time, become the very block the codec makes of
+    their rows, though made from the packs' columns (packs.seal_packs); packs that overlap
+    in time are left to the rows."""
+    from storage.blocks.packs import encode_columns, seal_packs
+
+    stored, every, next_id, ts = [], [], 1, T
+    for k, rows in enumerate(packs_rows):
+        if overlap and k:
+            ts -= 51  # this pack's oldest line is not newer than the last one's newest
+        given = []
+        for step, line, md in data.draw(st.permutations(rows)):  # any arrival order
+            given.append((ts + step, next_id, line, md))
+            next_id += 1
+        ts = max(r[0] for r in given) + 1
+        every += [(i, t, line, md) for t, i, line, md in given]
+        if data.draw(st.booleans()):  # as the preparer encodes a pack, or the writer
+            pack = encode_columns([r[0] for r in given], [r[2] for r in given],
+                                  [r[3] for r in given]).block(given[0][1])
+        else:
+            pack = B.encode([(i, t, line, md) for t, i, line, md in given], pack=True)
+        stored.append(_stored(k, pack))
+    got = seal_packs(stored)
+    if overlap and len(stored) > 1:
+        assert got is None
+    else:
+        assert got == B.encode(every)
+
+
+def test_the_sealer_takes_packs_by_their_columns_and_rows_beside_them_by_their_rows(
+        tmp_path, monkeypatch):
+    """Through the sealer's read of a window: three packs in time order become the codec's
+    block of their rows, no row decoded; with an `entries` row in the window too, the block
+    holds it (the packs' rows decoded then)."""
+    from storage.blocks import sealing
+    from storage.blocks.catalog import insert_blocks
+
+    decoded = []
+    real = B.decode_rows
+    monkeypatch.setattr(B, "decode_rows", lambda *a: decoded.append(a[0]) or real(*a))
+
+    conn = connect(str(tmp_path / "s.db"))
+    migrate(conn)
+    conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
+                 "VALUES (1, 'fake', '{s=\"1\"}', 0, 0, 0)")
+    rows = [(100 + i, T + i * 10**6, f"line {i} ✓" if i % 7 else f"line {i}",
+             '{"detected_level":"info"}' if i % 3 else None) for i in range(120)]
+    insert_blocks(conn, [(1, B.encode(rows[k:k + 40], pack=True)) for k in (0, 40, 80)],
+                  max_id=219)
+    whole = sealing.read_group(conn, 1, T - T % HOUR, T - T % HOUR + HOUR, 20_000)
+    assert whole.block == B.encode(rows) and whole.entry_ids == [] and whole.rows == 120
+    assert len(whole.packs) == 3 and decoded == []
+    conn.execute("INSERT INTO entries (id, stream_id, ts, hash, line, metadata) "
+                 "VALUES (300, 1, ?, 1, 'a row', NULL)", (T + 5 * 10**6 + 1,))
+    mixed = sealing.read_group(conn, 1, T - T % HOUR, T - T % HOUR + HOUR, 20_000)
+    assert mixed.block == B.encode(rows + [(300, T + 5 * 10**6 + 1, "a row", None)])
+    assert mixed.entry_ids == [300] and mixed.rows == 121 and decoded == [40, 40, 40]
