@@ -3,6 +3,7 @@ metric benchmarks run against it (and, when the head holds due rows, while it se
 
     .venv/bin/python bench/rss.py --dir DIR        # DIR as given to bench/ingest.py --keep
     .venv/bin/python bench/rss.py --dir DIR --workers 0   # querier.worker_processes
+    .venv/bin/python bench/rss.py --dir DIR --per-query   # each query's peak PSS per process
 
 Samples the RSS of every process in the server's process group every 50 ms (ps), and prints
 the peak during start-up and background work (sealing a head that `ingest.py` left behind),
@@ -40,15 +41,19 @@ def tree_rss_kb(pgid: int) -> int:
 
 
 def tree_pss_kb(pgid: int) -> int:
-    total = 0
+    return sum(process_pss_kb(pgid).values())
+
+
+def process_pss_kb(pgid: int) -> dict[int, int]:
+    out = {}
     for pid in process_rss_kb(pgid):
         try:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:
             continue  # gone meanwhile
-        total += next(int(line.split()[1]) for line in rollup.splitlines()
-                      if line.startswith("Pss:"))
-    return total
+        out[pid] = next(int(line.split()[1]) for line in rollup.splitlines()
+                        if line.startswith("Pss:"))
+    return out
 
 
 def process_rss_kb(pgid: int) -> dict[int, int]:
@@ -60,6 +65,8 @@ def process_rss_kb(pgid: int) -> dict[int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", required=True)
+    ap.add_argument("--per-query", action="store_true",
+                    help="also print each query's peak PSS per process (sampled every 50 ms)")
     ingest.add_workers_flag(ap)
     args = ap.parse_args()
     data_dir = Path(args.dir) / "data"
@@ -71,11 +78,25 @@ def main() -> None:
     peak_pss = [0]
     stop = threading.Event()
 
+    per_process: dict[int, int] = {}  # pid -> peak PSS (kB) since the last query began
+    per_process_lock = threading.Lock()
+
     def sample() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], tree_rss_kb(pgid))
-            peak_pss[0] = max(peak_pss[0], tree_pss_kb(pgid))
+            pss = process_pss_kb(pgid)
+            peak_pss[0] = max(peak_pss[0], sum(pss.values()))
+            with per_process_lock:
+                for pid, kb in pss.items():
+                    per_process[pid] = max(per_process.get(pid, 0), kb)
             stop.wait(0.05)
+
+    def query_done(text: str) -> None:
+        with per_process_lock:
+            peaks = ", ".join(f"{kb / 1024:.0f}" for _, kb in sorted(per_process.items()))
+            per_process.clear()
+        if args.per_query:
+            print(f"{text[:60]:60s} peak PSS per process {peaks} MB")
 
     sampler = threading.Thread(target=sample, daemon=True)
     try:
@@ -94,8 +115,10 @@ def main() -> None:
                           "limit": str(limit)}
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/logstore/api/v1/query_range?"
                                        + urllib.parse.urlencode(params), timeout=300).read()
+                query_done(spec["query"])
         for _, q, step in metrics.QUERIES:
             metrics.run_query(port, q, start, end - 1, step)
+            query_done(q)
         stop.set()
         sampler.join()
         peak_per_process = process_rss_kb(pgid)
