@@ -66,7 +66,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", required=True)
     ap.add_argument("--per-query", action="store_true",
-                    help="also print each query's peak PSS per process (sampled every 50 ms)")
+                    help="also print each query's peak PSS per process (sampled every 50 ms "
+                         "and as it ends)")
     ingest.add_workers_flag(ap)
     args = ap.parse_args()
     data_dir = Path(args.dir) / "data"
@@ -78,23 +79,26 @@ def main() -> None:
     peak_pss = [0]
     stop = threading.Event()
 
-    per_process: dict[int, int] = {}  # pid -> peak PSS (kB) since the last query began
-    per_process_lock = threading.Lock()
+    query_peaks: dict[int, int] = {}  # pid -> peak PSS (kB) since the last query began
+    query_peaks_lock = threading.Lock()
 
     def sample() -> None:
         while not stop.is_set():
             peak[0] = max(peak[0], tree_rss_kb(pgid))
             pss = process_pss_kb(pgid)
             peak_pss[0] = max(peak_pss[0], sum(pss.values()))
-            with per_process_lock:
+            with query_peaks_lock:
                 for pid, kb in pss.items():
-                    per_process[pid] = max(per_process.get(pid, 0), kb)
+                    query_peaks[pid] = max(query_peaks.get(pid, 0), kb)
             stop.wait(0.05)
 
     def query_done(text: str) -> None:
-        with per_process_lock:
-            peaks = ", ".join(f"{kb / 1024:.0f}" for _, kb in sorted(per_process.items()))
-            per_process.clear()
+        now = process_pss_kb(pgid) if args.per_query else {}  # a query shorter than a sample
+        with query_peaks_lock:
+            for pid, kb in now.items():
+                query_peaks[pid] = max(query_peaks.get(pid, 0), kb)
+            peaks = ", ".join(f"{kb / 1024:.0f}" for _, kb in sorted(query_peaks.items()))
+            query_peaks.clear()
         if args.per_query:
             print(f"{text[:60]:60s} peak PSS per process {peaks} MB")
 
