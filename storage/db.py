@@ -11,7 +11,6 @@ tight loops inside one thread; aiosqlite would cost an event-loop round trip per
 
 from __future__ import annotations
 
-import asyncio
 import importlib.resources
 import logging
 import os
@@ -307,6 +306,7 @@ class Database:
     async def _on_writer(self, fn: Callable[[sqlite3.Connection], T], alone: bool) -> T:
         if not self.writer_alive:
             raise RuntimeError("the writer is not running")
+        import asyncio  # here: the query workers import this module for connect() alone
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._queue.put(_Work(fn, future, loop, alone))
@@ -460,6 +460,7 @@ class Database:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run fn(conn, *args) on a reader thread with its own connection."""
+        import asyncio
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, self._read_call, fn, args)
 

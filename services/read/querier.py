@@ -38,7 +38,7 @@ from services.read.query_pool import QueryPool, portable
 from services.read.query_worker import LogJob, StepsJob
 from services.read.readers import (LogStore, Reading, Scope, SqliteLogs, Visibility,
                                    limits_snapshot, reader_for, tenants_of)
-from services.upkeep.compactor import RetentionPolicy
+from services.upkeep.retention_policy import RetentionPolicy
 from services.upkeep.deletes import Deletions
 from storage import streams
 from storage.db import Database

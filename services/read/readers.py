@@ -15,8 +15,8 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 from services.read.visibility import VisibleReader
 from services.runtime.limits import Limits
-from services.upkeep.compactor import RetentionPolicy
-from services.upkeep.deletes import ActiveFilter, filters_matching
+from services.upkeep.retention_policy import RetentionPolicy
+from services.upkeep.delete_filters import ActiveFilter, filters_matching
 from storage import streams
 from storage.reader import LogReader
 from storage.streams import Matcher, TenantSet

@@ -11,8 +11,9 @@ from typing import Mapping, Protocol
 from config import Config
 from services.runtime import logs
 from services.runtime.base import Lifecycle, ServiceRegistry
-from services.upkeep.compactor import Compactor, RetentionPolicy
+from services.upkeep.compactor import Compactor
 from services.upkeep.deletes import Deletions
+from services.upkeep.retention_policy import RetentionPolicy
 from services.runtime.errors import PlainError
 from services.grafana.service import GrafanaService
 from services.ingest.inflight import InflightBytes

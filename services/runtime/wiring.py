@@ -20,9 +20,10 @@ from services.patterns import patterns as patterns_module
 from services.ruler import ruler as ruler_module
 from services.upkeep import sealer as sealer_module
 from services.runtime.base import Lifecycle, ServiceRegistry
-from services.upkeep.compactor import Compactor, RetentionPolicy
+from services.upkeep.compactor import Compactor
 from services.runtime.context import Services
 from services.upkeep.deletes import Deletions
+from services.upkeep.retention_policy import RetentionPolicy
 from services.grafana.service import GrafanaService
 from services.ingest.inflight import InflightBytes
 from services.ingest.ingest_limits import IngestLimits

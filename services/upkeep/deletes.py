@@ -17,7 +17,6 @@ cache the requests they fetch from the compactor for five minutes).
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import re
 import secrets
@@ -27,14 +26,14 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from logql import ParseError, parse_expr
 from services.runtime.base import cancel_task
 from logql.gocompat.format import go_duration_str
 from logql.gocompat.values import parse_go_duration
 from logql.plan import compile_log_query
-from logql.syntax import ast as A
 from services.runtime.errors import PlainError
 from services.runtime.limits import Limits
+from services.upkeep.delete_filters import (ActiveFilter, bad_request as _bad, compiled_delete,
+                                            parse_delete_query)
 from storage import deletes
 from storage.batches import bounded_batches
 from storage.blocks import codec as blocks
@@ -55,10 +54,6 @@ DELETE_STREAMS = 500
 _UNIX_SECONDS = re.compile(r"[0-9]{10}\Z")  # ASCII only, no trailing newline: Go's reading
 
 
-def _bad(message: str) -> PlainError:
-    return PlainError(400, message, newline=True)
-
-
 @dataclass(frozen=True)
 class Piece:
     tenant: str
@@ -69,34 +64,6 @@ class Piece:
     end: int
     created_at: float
     processed: bool
-
-
-@dataclass(frozen=True)
-class ActiveFilter:
-    """One piece of a pending request, as plain data: a read in a worker process is sent
-    these (services/read/readers.py) and compiles them there."""
-    tenant: str
-    query: str
-    start: int
-    end: int
-
-
-@functools.lru_cache(maxsize=256)
-def compiled_delete(query: str) -> tuple[tuple, Callable[[str], bool]]:
-    """A request's selector matchers and its line predicate."""
-    expr = parse_delete_query(query)
-    return tuple(expr.selector.matchers), compile_log_query(expr).pipeline.match_line
-
-
-def filters_matching(filters: Sequence[ActiveFilter], labels: dict[str, str]
-                     ) -> list[tuple[int, int, Callable[[str], bool]]]:
-    """(start, end, line predicate) of each of `filters` whose selector matches `labels`."""
-    out = []
-    for f in filters:
-        matchers, pick = compiled_delete(f.query)
-        if all(m.matches(labels.get(m.name, "")) for m in matchers):
-            out.append((f.start, f.end, pick))
-    return out
 
 
 def parse_time(text: str, what: str) -> int:
@@ -111,17 +78,6 @@ def parse_time(text: str, what: str) -> int:
     if dt.tzinfo is None:
         raise err
     return int(dt.timestamp()) * 10**9 + dt.microsecond * 1000
-
-
-def parse_delete_query(text: str) -> A.LogQuery:
-    try:
-        expr = parse_expr(text)
-    except ParseError:
-        raise _bad("invalid query expression") from None
-    if not isinstance(expr, A.LogQuery) or \
-            not all(isinstance(s, A.LineFilter) for s in expr.stages):
-        raise _bad("invalid query expression")
-    return expr
 
 
 class Deletions:

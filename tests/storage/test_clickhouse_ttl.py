@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from config import LimitsConfig, RetentionStream
-from services.upkeep.compactor import rule_number
+from services.upkeep.retention_policy import rule_number
 from storage.clickhouse import ttl
 from storage.clickhouse.ttl import TtlPlan
 from tests.helpers import JSON_HEADERS, PUSH, now_ns, push_body, run_copy_to_clickhouse

@@ -112,7 +112,7 @@ def check_reads(client, now: int) -> None:
 
 def test_rules_choose_the_period():
     from config import config_from_dict
-    from services.upkeep.compactor import RetentionPolicy
+    from services.upkeep.retention_policy import RetentionPolicy
     from services.runtime.limits import Limits
 
     cfg = config_from_dict(CONFIG)
