@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from services.runtime import memory
+from tests.conftest import absent
 
 ROOT = Path(__file__).resolve().parents[2]
 # In a process of its own, as a query worker is: a test process that ran other tests has free
@@ -42,7 +41,7 @@ print(json.dumps(out))
 
 def test_memory_freed_in_the_middle_of_the_heap_is_trimmed_when_it_grew():
     if memory._glibc() is None:
-        pytest.skip("needs glibc's malloc_trim")
+        absent("the C library has no malloc_trim (glibc's)")
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
