@@ -149,13 +149,30 @@ def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
     assert query_worker_pids(group=srv.proc.pid) not in ([], pids)
 
 
+def _query_worker_modules() -> set[str]:
+    """The modules a query worker process holds once it has started (imported alone, in a
+    process of its own)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import json, sys, services.read.query_worker; "
+                               "print(json.dumps(sorted(sys.modules)))"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True)
+    modules = set(json.loads(out.stdout))
+    assert "services.read.query_worker" in modules and "services.read.readers" in modules
+    return modules
+
+
 def test_a_query_worker_does_not_load_the_metrics_exporter():
     """A worker never answers a scrape: prometheus_client (and the http.server it brings)
     would be about 3 MB of each worker's memory, imported through the services it shares
     with the server, which declare their scrape collectors in services/runtime/metrics.py."""
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-c", "import sys, services.read.query_worker; "
-         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prometheus_client'))"],
-        cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "[]"
+    assert not {m for m in _query_worker_modules() if m.split(".")[0] == "prometheus_client"}
+
+
+def test_a_query_worker_imports_no_event_loop_and_no_upkeep_service():
+    """A worker holds what it evaluates with, not the server's services (issue 25: the
+    process tree's memory): asyncio alone, and the compactor and delete services that
+    brought it in, took 4 MB of each worker's own memory (bench/REPORT.md)."""
+    modules = _query_worker_modules()
+    assert "asyncio" not in modules
+    assert not modules & {"services.upkeep.compactor", "services.upkeep.deletes",
+                          "services.upkeep.sealer", "services.runtime.base"}
