@@ -151,16 +151,25 @@ def encode(rows: Sequence[tuple[int, int, str, str | None]], pack: bool = False)
         parts = [line.encode("utf-8", "surrogatepass") for line in lines]
         body = b"".join(parts)
         lengths = np.fromiter(map(len, parts), dtype=np.uint32, count=len(parts))
-    keys = np.concatenate([_deltas(ts), _deltas(ids)])
-    md_column, md_names = metadata_column([r[3] for r in rows])
+    return encode_arrays(ts, ids, lengths, body, ascii_only,
+                         metadata_column([r[3] for r in rows]), pack)
+
+
+def encode_arrays(ts: np.ndarray, ids: np.ndarray, lengths: np.ndarray, body: bytes,
+                  ascii_only: bool, metadata: tuple[bytes, str],
+                  pack: bool = False) -> EncodedBlock:
+    """The block of rows given as columns in block order (time, then id): int64 timestamps
+    and ids, uint32 line lengths, the lines' bytes one after another, whether they are all
+    ASCII, and `metadata_column`'s column and names."""
+    md_column, md_names = metadata
     flags = (FLAG_BACKSLASH if b"\\" in body else 0) | (FLAG_ASCII if ascii_only else 0) \
         | (FLAG_PACK if pack else 0)
     return EncodedBlock(
-        min_ts=int(ts[0]), max_ts=int(ts[-1]), rows=len(rows), bytes=len(body),
+        min_ts=int(ts[0]), max_ts=int(ts[-1]), rows=len(ts), bytes=len(body),
         min_id=int(ids.min()), max_id=int(ids.max()), flags=flags,
         aligned=int(np.count_nonzero(ts % MINUTE_NS == 0)),
         md_names=md_names, bloom=ADMIT_ALL_BLOOM if pack else build_bloom(body),
-        keys=_compress(keys.tobytes()),
+        keys=_compress(np.concatenate([_deltas(ts), _deltas(ids)]).tobytes()),
         lengths=_shuffled(lengths), metadata=md_column,
         lines=_compress(body, lines=True, pack=pack))
 

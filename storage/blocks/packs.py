@@ -154,17 +154,8 @@ def seal_packs(packs: Sequence[StoredPack]) -> B.EncodedBlock | None:
     lengths = np.concatenate([np.frombuffer(B._unshuffled(p.lengths, 4), dtype=np.uint32)
                               for p in packs])
     body = b"".join(B._decompress(p.lines) for p in packs)
-    ascii_only = all(p.flags & B.FLAG_ASCII for p in packs)
-    md_column, md_names = _metadata_of(packs)
-    return B.EncodedBlock(
-        min_ts=int(ts[0]), max_ts=int(ts[-1]), rows=len(ts), bytes=len(body),
-        min_id=int(ids.min()), max_id=int(ids.max()),
-        flags=(B.FLAG_BACKSLASH if b"\\" in body else 0) | (B.FLAG_ASCII if ascii_only else 0),
-        aligned=int(np.count_nonzero(ts % MINUTE_NS == 0)), md_names=md_names,
-        bloom=B.build_bloom(body),
-        keys=B._compress(np.concatenate([B._deltas(ts), B._deltas(ids)]).tobytes()),
-        lengths=B._shuffled(lengths), metadata=md_column,
-        lines=B._compress(body, lines=True))
+    return B.encode_arrays(ts, ids, lengths, body, all(p.flags & B.FLAG_ASCII for p in packs),
+                           _metadata_of(packs))
 
 
 def _metadata_of(packs: Sequence[StoredPack]) -> tuple[bytes, str]:
