@@ -61,7 +61,8 @@ def main() -> None:
     for g in groups:
         packs = sealing.stored_packs(conn, g.stream_id, g.lo, g.hi, sealing.DEFAULT_MAX_ROWS)
         bodies.append(b"".join(B._decompress(p.lines) for p in packs))
-    compress, _ = best_of(args.runs, lambda: [B._compress(b, lines=True) for b in bodies] and 0)
+    compress, _ = best_of(args.runs,
+                          lambda: sum(len(B._compress(b, lines=True)) for b in bodies))
     print(f"{len(groups)} groups, {rows:,} rows, {sum(map(len, bodies)) / 1e6:.1f} MB of lines")
     for name, seconds in (("sealed by columns", by_columns), ("sealed by rows", by_rows),
                           ("the lines' compression alone", compress)):

@@ -60,9 +60,9 @@ def trim() -> None:
         _resident_after_trim = resident_bytes()
 
 
-def grew_since_trim(limit: int | None = None) -> bool:
-    """Whether the RSS is `limit` (LARGE_BYTES) or more above what the last trim left:
-    work that held much and freed it, which glibc keeps unless trimmed."""
+def grew_since_trim() -> bool:
+    """Whether the RSS is LARGE_BYTES or more above what the last trim left: work that held
+    much and freed it, which glibc keeps unless trimmed."""
     global _resident_after_trim
     if _glibc() is None:
         return False
@@ -70,7 +70,7 @@ def grew_since_trim(limit: int | None = None) -> bool:
     if not _resident_after_trim:
         _resident_after_trim = now  # the first look: what the process holds once started
         return False
-    return now - _resident_after_trim >= (LARGE_BYTES if limit is None else limit)
+    return now - _resident_after_trim >= LARGE_BYTES
 
 
 # Work that allocated this much is followed by a trim: a 100 MB push body or a big query
