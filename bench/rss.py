@@ -25,6 +25,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from typing import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,12 +42,12 @@ def tree_rss_kb(pgid: int) -> int:
 
 
 def tree_pss_kb(pgid: int) -> int:
-    return sum(process_pss_kb(pgid).values())
+    return sum(process_pss_kb(process_rss_kb(pgid)).values())
 
 
-def process_pss_kb(pgid: int) -> dict[int, int]:
+def process_pss_kb(pids: Iterable[int]) -> dict[int, int]:
     out = {}
-    for pid in process_rss_kb(pgid):
+    for pid in pids:
         try:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:
@@ -82,21 +83,24 @@ def main() -> None:
     query_peaks: dict[int, int] = {}  # pid -> peak PSS (kB) since the last query began
     query_peaks_lock = threading.Lock()
 
+    def note_query_peaks(pss: dict[int, int]) -> None:
+        with query_peaks_lock:
+            for pid, kb in pss.items():
+                query_peaks[pid] = max(query_peaks.get(pid, 0), kb)
+
     def sample() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], tree_rss_kb(pgid))
-            pss = process_pss_kb(pgid)
+            rss = process_rss_kb(pgid)
+            pss = process_pss_kb(rss)
+            peak[0] = max(peak[0], sum(rss.values()))
             peak_pss[0] = max(peak_pss[0], sum(pss.values()))
-            with query_peaks_lock:
-                for pid, kb in pss.items():
-                    query_peaks[pid] = max(query_peaks.get(pid, 0), kb)
+            note_query_peaks(pss)
             stop.wait(0.05)
 
     def query_done(text: str) -> None:
-        now = process_pss_kb(pgid) if args.per_query else {}  # a query shorter than a sample
+        if args.per_query:  # a query shorter than a sample: its end is sampled too
+            note_query_peaks(process_pss_kb(process_rss_kb(pgid)))
         with query_peaks_lock:
-            for pid, kb in now.items():
-                query_peaks[pid] = max(query_peaks.get(pid, 0), kb)
             peaks = ", ".join(f"{kb / 1024:.0f}" for _, kb in sorted(query_peaks.items()))
             query_peaks.clear()
         if args.per_query:
