@@ -63,18 +63,20 @@ REALISTIC_QUERIES = [
 ]
 
 
-def run_query(port: int, query: str, start: int, end: int, step) -> tuple[float, dict]:
+def run_query(port: int, query: str, start: int, end: int, step,
+              prefix: str = "/logstore") -> tuple[float, dict]:
+    """(seconds, answer) of one query; `prefix` /loki asks a Loki (bench/loki.py)."""
     if step == "limit 1000":
-        path = "/logstore/api/v1/query_range?" + urllib.parse.urlencode(
+        path = prefix + "/api/v1/query_range?" + urllib.parse.urlencode(
             {"query": query, "start": str(start), "end": str(end), "limit": "1000"})
     elif step == "instant":
-        path = "/logstore/api/v1/query?" + urllib.parse.urlencode(
+        path = prefix + "/api/v1/query?" + urllib.parse.urlencode(
             {"query": query, "time": str(end)})
     else:
         params = {"query": query, "start": str(start), "end": str(end)}
         if step is not None:
             params["step"] = str(step)
-        path = "/logstore/api/v1/query_range?" + urllib.parse.urlencode(params)
+        path = prefix + "/api/v1/query_range?" + urllib.parse.urlencode(params)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     began = time.perf_counter()
     conn.request("GET", path)
