@@ -102,23 +102,38 @@ def synthetic_lines(n: int, seed: int = 1) -> list[str]:
             for i in range(n)]
 
 
-def query_worker_pids(*, parent: int | None = None, group: int | None = None) -> list[int]:
-    """The live query worker processes (services/read/query_worker.py) whose parent is
-    `parent`, or whose process group is `group` (a server started in its own session)."""
-    pids = []
+def _named(name: bytes, parent: int | None,
+           group: int | None) -> list[int]:
+    """The live processes whose /proc/PID/comm is `name`, of the server `parent` (the
+    last word of a zygote's command line, which its workers keep) or in the process group
+    `group` (a server started in its own session)."""
+    found = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid, pgrp = map(int, f.read().rpartition(")")[2].split()[1:3])
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                comm, _, rest = f.read().partition(b"(")[2].rpartition(b")")
+            state, _ppid, pgrp = rest.split()[:3]
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
+                server = f.read().rstrip(b"\0").rpartition(b"\0")[2]
         except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
             continue
-        if b"services.read.query_worker" not in cmdline:
-            continue  # a zombie's command line is empty: only live workers count
-        if (parent is None or ppid == parent) and (group is None or pgrp == group):
-            pids.append(int(entry))
-    return pids
+        if comm != name or state == b"Z":
+            continue
+        if (parent is None or server == str(parent).encode()) and \
+                (group is None or int(pgrp) == group):
+            found.append(int(entry))
+    return found
+
+
+def zygote_pids(*, parent: int | None = None, group: int | None = None) -> list[int]:
+    """The live worker zygotes (services/read/worker_zygote.py) of a server."""
+    return _named(b"logstore-zygote", parent, group)
+
+
+def query_worker_pids(*, parent: int | None = None, group: int | None = None) -> list[int]:
+    """The live query worker processes (services/read/query_worker.py) of a server: the
+    process that runs the pool (`parent`), or a server's process group (`group`)."""
+    return _named(b"logstore-worker", parent, group)
 
 
 def until(check, what: str, timeout: float = 45.0):

@@ -26,18 +26,22 @@ import atexit
 import contextlib
 import fcntl
 import itertools
+import logging
 import os
 import pickle
-import subprocess
-import sys
+import select
+import signal
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from logql.engine.results import QueryStats
 from services.runtime.metrics import ScrapeCollector, counter, gauge
 from services.read.query_worker import (LogJob, PatternRequest, PrepareJob, Request,
                                         READY_ID, StepsJob, read_frame, unpack_error,
                                         write_frame)
+from services.read.worker_zygote import Zygote
+
+log = logging.getLogger("logstore.query_pool")
 
 # a range query is split only when each part keeps at least this many steps
 MIN_STEPS_PER_PART = 16
@@ -70,38 +74,64 @@ class WorkerProcess:
     """One worker and the thread that reads its answers; jobs are told apart by id."""
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        # the same imports as the server, whether it runs from a checkout, a wheel or a pyz
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "services.read.query_worker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, env=env, close_fds=True)
+        # the pipes exist at once, so requests can be written before the worker runs: the
+        # fork waits for the zygote (its first start imports for a second), on the thread
+        requests_fd, self_requests = os.pipe()
+        self_answers, answers_fd = os.pipe()
+        self.pipe_bytes = 64 << 10
+        for fd in (self_requests, self_answers):
+            with contextlib.suppress(OSError):
+                self.pipe_bytes = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        self.requests = os.fdopen(self_requests, "wb")
+        self.answers = os.fdopen(self_answers, "rb")
+        self.pid: int | None = None
+        self.pidfd: int | None = None  # watches the worker, which is the zygote's child
         self.write_lock = threading.Lock()
         self.waiting: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
         self.ids = itertools.count(READY_ID + 1)
         self.gone = False
         self.ready = False  # until the worker says so: a query waits for it, a push not
         self.pushing = 0  # of its jobs, the push bodies it prepares
-        self.pipe_bytes = 64 << 10
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError, AttributeError):
-                self.pipe_bytes = fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        threading.Thread(target=self._read_answers, daemon=True,
-                         name="logstore-query-answers").start()
+        self._fds = (requests_fd, answers_fd)
+
+    def start(self, enough: Callable[[], bool]) -> None:
+        """Fork the worker on a thread that then reads its answers; `enough()` says whether
+        the pool has all its workers once this one runs (the zygote then ends)."""
+        _ZYGOTE.expect()
+        threading.Thread(target=self._fork_and_read, args=(*self._fds, enough),
+                         daemon=True, name="logstore-query-answers").start()
 
     @property
     def busy(self) -> int:
         return len(self.waiting)
 
     def alive(self) -> bool:
-        return not self.gone and self.proc.poll() is None
+        return not self.gone and not self._exited(0)
+
+    def _exited(self, timeout_ms: int) -> bool:
+        if self.pidfd is None:
+            return False  # not forked yet, or forked and already watched as gone
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)  # readable once the process has ended
+        return bool(poller.poll(timeout_ms))
+
+    def _fork_and_read(self, requests_fd: int, answers_fd: int,
+                       enough: Callable[[], bool]) -> None:
+        try:
+            self.pid = _ZYGOTE.fork(requests_fd, answers_fd, enough)
+            self.pidfd = os.pidfd_open(self.pid)
+        except OSError as exc:
+            # its answer pipe has no writer left: the reading below ends the worker's jobs
+            log.error("query worker not started: %s", exc)
+        finally:
+            os.close(requests_fd)  # the worker holds them now (or no one does)
+            os.close(answers_fd)
+        self._read_answers()
 
     def _read_answers(self) -> None:
-        stdout = self.proc.stdout
-        assert stdout is not None
         while True:
             try:
-                frame = read_frame(stdout)
+                frame = read_frame(self.answers)
             except (OSError, ValueError):
                 frame = None
             if frame is None:
@@ -125,13 +155,12 @@ class WorkerProcess:
             if pending is not None:
                 loop, future = pending
                 _settle_soon(loop, future, None, WorkerGone(
-                    f"query worker exited ({self.proc.poll()})"))
+                    f"query worker {self.pid} exited"))
 
     def _send(self, job_id: int, payload: bytes) -> None:
         """A pickled request, or b"": stop that job."""
         with self.write_lock:
-            assert self.proc.stdin is not None
-            write_frame(self.proc.stdin, job_id, payload)
+            write_frame(self.requests, job_id, payload)
 
     async def run(self, request: Request | PatternRequest | PrepareJob) -> tuple:
         """The worker's answer `(ok, value or packed error, stats)`; a caller that goes
@@ -150,7 +179,7 @@ class WorkerProcess:
             except (BrokenPipeError, OSError, ValueError):
                 self.waiting.pop(job_id, None)
                 self.gone = True
-                raise WorkerGone(f"query worker exited ({self.proc.poll()})") from None
+                raise WorkerGone(f"query worker {self.pid} exited") from None
             return await future
         except asyncio.CancelledError:
             # the job stays counted until the worker answers that it stopped
@@ -160,16 +189,19 @@ class WorkerProcess:
             raise
 
     def stop(self) -> None:
-        """Closing stdin ends the worker; one that does not end is killed."""
+        """Closing its request pipe ends the worker; one that does not end is killed."""
         self.gone = True
         with contextlib.suppress(OSError, ValueError):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(2)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self.requests.close()
+        if self.pidfd is None:
+            return
+        if not self._exited(2000):
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            self._exited(2000)
+        with contextlib.suppress(OSError):
+            os.close(self.pidfd)
+        self.pidfd = None
 
 
 def _settle_soon(loop: asyncio.AbstractEventLoop, future: asyncio.Future, answer: Any,
@@ -194,12 +226,16 @@ def _settle(future: asyncio.Future, answer: Any, error: BaseException | None) ->
 # the workers of this process, shared by its pools: a worker serves any database file, and
 # a process that builds many apps one after another (the test suite) starts them once
 _WORKERS: list[WorkerProcess] = []
+# the process they are forked from (services/read/worker_zygote.py): started for the first,
+# ended once the pool has all its workers, started again to replace one that ended
+_ZYGOTE = Zygote()
 
 
 @atexit.register
 def _stop_workers() -> None:
     for worker in _WORKERS:
         worker.stop()
+    _ZYGOTE.stop()
 
 
 class QueryPool:
@@ -220,6 +256,9 @@ class QueryPool:
         """The running workers; the ones that ended are counted as lost and let go."""
         live = [w for w in _WORKERS if w.alive()]
         if len(live) < len(_WORKERS):
+            for worker in _WORKERS:
+                if worker not in live:
+                    worker.stop()  # ended already: its pipe and pidfd closed
             self.lost += len(_WORKERS) - len(live)
             _WORKERS[:] = live
         return live
@@ -228,6 +267,7 @@ class QueryPool:
         worker = WorkerProcess()
         self.started += 1
         _WORKERS.append(worker)
+        worker.start(lambda: sum(w.alive() for w in _WORKERS) >= self.size)
         return worker
 
     def _least_busy(self, skip: set[int]) -> WorkerProcess:
@@ -344,8 +384,8 @@ class QueryPool:
         return [vec for part in values for vec in part], stats
 
     async def stop(self) -> None:
-        """The workers stay for a later pool of this process and end with it (their stdin
-        closes); jobs still running were cancelled with their requests."""
+        """The workers stay for a later pool of this process and end with it (their request
+        pipes close); jobs still running were cancelled with their requests."""
 
 
 __all__ = ["QueryPool", "WorkerGone", "pool_collector", "portable"]

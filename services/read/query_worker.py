@@ -1,4 +1,4 @@
-"""A query worker process: `python -m services.read.query_worker`, started by
+"""A query worker process, forked by services/read/worker_zygote.py for
 services/read/query_pool.py.
 
 It evaluates LogQL over a read-only connection to the server's SQLite file, so a heavy query
@@ -6,11 +6,11 @@ runs on another core and never holds the server's GIL: pushes keep their latency
 runs. An idle worker also decodes and validates large push bodies (PrepareJob), the part of
 a push that is Python's per-line work; the server keeps the write.
 
-It reads request frames from stdin and writes answer frames to stdout, each a pickle after
-its length and its job id; both come from the server that started it, and nothing else
-writes to the pipe. An empty frame cancels the job whose caller went away: its evaluation
-ends at its next statement or deadline check, as on a reader thread. It exits when stdin
-closes.
+It reads request frames from one pipe and writes answer frames to another, each a pickle
+after its length and its job id; both come from the server that started it, and nothing
+else writes to the pipe. An empty frame cancels the job whose caller went away: its
+evaluation ends at its next statement or deadline check, as on a reader thread. It exits
+when the request pipe closes.
 """
 
 from __future__ import annotations
@@ -270,9 +270,10 @@ class Worker:
             memory.trim_soon()
 
 
-def main() -> int:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # the pipe carries frames only
+def main(inp: BinaryIO, out: BinaryIO) -> int:
+    """Answer the requests of `inp` on `out` until `inp` closes (a process forked by
+    services/read/worker_zygote.py)."""
+    sys.stdout = sys.stderr  # the answer pipe carries frames only
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the server, which stops us
     memory.limit_arenas()
     # the engine allocates as a push does: the server's young-generation threshold (app.py)
@@ -286,9 +287,3 @@ def main() -> int:
         else:
             worker.submit(job_id, payload)
     return 0
-
-
-if __name__ == "__main__":
-    # run as the module itself, not as __main__: the jobs unpickle as its classes
-    from services.read.query_worker import main as worker_main
-    sys.exit(worker_main())

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import query_worker_pids
+from tests.helpers import query_worker_pids, zygote_pids
 from tests.read.test_query_limits import (HOUR, SLOW, _metric, _push_slow_data, _slow_query,
                                          _wait_for, in_thread)
 
@@ -129,7 +129,9 @@ def test_a_worker_killed_mid_query_fails_that_query_alone(make_server):
     _push_slow_data(srv.url, "a", now)
     thread, answer = in_thread(lambda: _slow_query(srv.url, "a", now, timeout=120))
     try:
-        _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)
+        # the job may wait in the pipe while the worker is forked: it runs once it is ready
+        _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1
+                  and _metric(srv.url, "logstore_query_workers") == 1)
         pids = query_worker_pids(group=srv.proc.pid)
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGKILL)
@@ -153,7 +155,8 @@ def _query_worker_modules() -> set[str]:
     """The modules a query worker process holds once it has started (imported alone, in a
     process of its own)."""
     out = subprocess.run(
-        [sys.executable, "-c", "import json, sys, services.read.query_worker; "
+        [sys.executable, "-c", "import json, sys, services.read.worker_zygote, "
+                               "services.read.query_worker; "
                                "print(json.dumps(sorted(sys.modules)))"],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True)
     modules = set(json.loads(out.stdout))
@@ -176,3 +179,95 @@ def test_a_query_worker_imports_no_event_loop_and_no_upkeep_service():
     assert "asyncio" not in modules
     assert not modules & {"services.upkeep.compactor", "services.upkeep.deletes",
                           "services.upkeep.sealer", "services.runtime.base"}
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie no one has reaped yet (a worker whose zygote ended is the init
+    process's child)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _count(url: str, now: int) -> httpx.Response:
+    return httpx.get(url + "/logstore/api/v1/query", headers={"X-Scope-OrgID": "w"},
+                     params={"query": 'sum(count_over_time({env="prod"}[2h]))',
+                             "time": str(now)}, timeout=60)
+
+
+def _split_query(url: str, now: int) -> httpx.Response:
+    """A range query of 60 steps: split over both workers, so both are started."""
+    return httpx.get(url + "/logstore/api/v1/query_range", headers={"X-Scope-OrgID": "w"},
+                     params={"query": 'sum(count_over_time({env="prod"}[1m]))',
+                             "start": str(now - HOUR), "end": str(now), "step": "60"},
+                     timeout=60)
+
+
+def _rollup_kb(pid: int) -> dict[str, int]:
+    out = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if rest.split() and rest.split()[-1] == "kB":
+                out[key] = int(rest.split()[0])
+    return out
+
+
+def test_the_workers_share_the_imports_of_the_process_they_are_forked_from(make_server):
+    """Issue 25's memory: the workers are forked from one zygote, which imported the
+    engine, SQLite and numpy once, so those pages are every worker's at once, where a fresh
+    interpreter had 26 MB of them its own (bench/REPORT.md). The zygote ends once the pool
+    has its workers."""
+    srv = make_server({**BASE, "querier": {**BASE["querier"], "worker_processes": 2}})
+    now = time.time_ns()
+    _push(srv.url, now)
+    assert _split_query(srv.url, now).status_code == 200
+    assert _metric(srv.url, "logstore_query_workers_started_total") == 2
+    workers = query_worker_pids(group=srv.proc.pid)
+    assert len(workers) == 2, workers
+    _wait_for(lambda: not zygote_pids(group=srv.proc.pid))
+    for pid in workers:
+        pages = _rollup_kb(pid)
+        # a fresh interpreter's pages shared with anyone are its libraries, never dirty ones
+        assert pages["Shared_Dirty"] > 10 * 1024, pages
+        assert pages["Private_Dirty"] < pages["Shared_Dirty"], pages
+
+
+def test_a_worker_that_ended_is_forked_again_by_a_new_zygote(make_server):
+    srv = make_server({**BASE, "querier": {**BASE["querier"], "worker_processes": 1}})
+    now = time.time_ns()
+    _push(srv.url, now)
+    r = _count(srv.url, now)
+    assert r.status_code == 200 and r.json()["data"]["result"][0]["value"][1] == "1500"
+    [worker] = query_worker_pids(group=srv.proc.pid)
+    # the pool is full: its zygote has ended, and the worker goes on without it
+    _wait_for(lambda: not zygote_pids(group=srv.proc.pid))
+    os.kill(worker, signal.SIGKILL)
+    _wait_for(lambda: _ended(worker))
+    r = _count(srv.url, now)
+    assert r.status_code == 200 and r.json()["data"]["result"][0]["value"][1] == "1500"
+    [new_worker] = query_worker_pids(group=srv.proc.pid)
+    assert new_worker != worker
+    assert _metric(srv.url, "logstore_query_workers_started_total") == 2
+    assert _metric(srv.url, "logstore_query_workers_lost_total") == 1
+    _wait_for(lambda: not zygote_pids(group=srv.proc.pid))
+    # a server killed outright leaves no worker behind: its request pipe closes
+    server = _parent_of_workers(srv.proc.pid)
+    os.kill(server, signal.SIGKILL)
+    _wait_for(lambda: _ended(new_worker))
+
+
+def _parent_of_workers(group: int) -> int:
+    """The server process: the one in the group that holds the data directory's database
+    (the serve process above it only started it)."""
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid, pgrp = map(int, f.read().rpartition(")")[2].split()[1:3])
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        if pgrp == group and ppid == group:
+            return int(entry)
+    raise AssertionError("no server process in the group")
