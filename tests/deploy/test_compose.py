@@ -29,6 +29,8 @@ def test_the_stack_and_its_files():
     assert [v.split(":")[1] for v in volume] == words(last(instructions(
         CONTAINERFILE.read_text()), "VOLUME"))
     assert f"{DEFAULT_PORT}:{DEFAULT_PORT}" in services["logstore"]["ports"]
+    # an init at PID 1 reaps the query workers (their zygote ends before them)
+    assert services["logstore"]["init"] is True
     # every file or folder of this repository that the stack mounts exists
     relative = [v.split(":")[0] for s in services.values() for v in s.get("volumes", [])
                 if v.startswith("./")]
