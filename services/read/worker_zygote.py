@@ -12,8 +12,9 @@ It stays single-threaded, so a fork copies no lock that another thread holds. Th
 two pipe ends a worker reads its requests from and writes its answers to; this process
 forks, and answers the worker's pid. The kernel reaps the workers (SIGCHLD ignored): the
 server watches each through a pidfd and its answer pipe. This process exits when the
-server's end of the socket closes; a worker exits when its request pipe closes, and goes on
-if this process ends first. `ps` shows them as logstore-zygote and logstore-worker.
+server's end of the socket closes, which the server does once its pool has all its workers
+(a new zygote forks a replacement); a worker goes on without it and exits when its request
+pipe closes. `ps` shows them as logstore-zygote and logstore-worker.
 """
 
 from __future__ import annotations
