@@ -116,6 +116,9 @@ class Zygote:
         env = dict(os.environ)
         # the same imports as the server, whether it runs from a checkout, a wheel or a pyz
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        # numpy's OpenBLAS starts a thread pool when imported; the workers use no BLAS
+        # kernel, and without it the zygote forks with its one thread only
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
         try:
             self.proc = subprocess.Popen(
                 # the server's pid, unused: it tells `ps` (and the tests) whose they are
