@@ -11,9 +11,11 @@ import logging
 from collections import deque
 from typing import Any
 
-import httpx
-
 from services.runtime.base import cancel_task
+from services.runtime.memory import importing_without
+
+with importing_without():
+    import httpx
 
 log = logging.getLogger("logstore.notifier")
 MAX_BATCH = 64

@@ -18,12 +18,15 @@ import json
 import logging
 from typing import Any, Callable
 
-import httpx
 import snappy
 
 from proto import remote_pb2
 from services.runtime.base import cancel_task
+from services.runtime.memory import importing_without
 from storage import rules as store
+
+with importing_without():
+    import httpx
 
 log = logging.getLogger("logstore.remote_write")
 MIN_BACKOFF, MAX_BACKOFF = 0.05, 30.0

@@ -17,7 +17,10 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-import structlog
+from services.runtime.memory import importing_without
+
+with importing_without():
+    import structlog
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
           "error": logging.ERROR}

@@ -6,6 +6,7 @@ back."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,28 @@ def test_memory_freed_in_the_middle_of_the_heap_is_trimmed_when_it_grew():
     assert out["grew"] is True
     assert out["after_trim"] < memory.LARGE_BYTES
     assert out["grew_after_trim"] is False
+
+
+SERVER_MODULES = """
+import json, sys
+import app
+app.create_app()
+extras = ("rich", "pygments", "click")
+held = sorted(m for m in sys.modules if m.split(".")[0] in extras and sys.modules[m])
+import rich  # still installed for whoever asks later
+print(json.dumps({"held": held, "structlog": "structlog" in sys.modules,
+                  "httpx": "httpx" in sys.modules, "rich_later": rich.__name__}))
+"""
+
+
+def test_the_server_leaves_out_what_structlog_and_httpx_import_for_nothing(tmp_path):
+    """Issue 25's memory: structlog imports rich and pygments for its coloured console
+    renderer and httpx imports click and rich for its command line, when installed (litestar
+    and granian install them): about 6 MB in each process that logs, which logstore never
+    spends on those (`memory.importing_without`)."""
+    done = subprocess.run([sys.executable, "-c", SERVER_MODULES], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LOGSTORE_DATA_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got == {"held": [], "structlog": True, "httpx": True, "rich_later": "rich"}
