@@ -1,7 +1,7 @@
-"""A query worker hands memory back after a job that held much of it (issue 25: the process
-tree's memory). glibc keeps what a process freed for reuse; `memory.grew_since_trim` tells
-a worker when its RSS is LARGE_BYTES above what the last trim left, and the trim gives it
-back."""
+"""A process's memory (issue 25: the process tree's memory). A query worker hands memory
+back after a job that held much of it: glibc keeps what a process freed for reuse;
+`memory.grew_since_trim` tells a worker when its RSS is LARGE_BYTES above what the last
+trim left, and the trim gives it back. And the server holds no module it never calls."""
 
 from __future__ import annotations
 
