@@ -4,7 +4,8 @@ alerts: N pods, each firing `PodErrors` (`sum by (pod) (count_over_time(...)) > 
 evaluations a minute apart: the first finds every alert new, the second sees 1 % of the pods
 change value, the third re-sends every alert (Prometheus' resend_delay, 1m: every
 `last_sent_at` changes), the fourth finds nothing changed. For each: the rows of
-alert_states written, the time of that write job and of the whole evaluation.
+alert_states written, the time of that write job and of the whole evaluation. Then a
+cluster follower's look at the shared state (`Ruler.sync`), first and with nothing changed.
 
 buffer: the remote-write buffer of a client whose receiver is away, filled to
 max_buffered_samples (default 1,000,000), then 20 recording-rule evaluations of 100 samples
@@ -108,11 +109,21 @@ def alerts(pods: int) -> None:
             firing = sum(a.state == "firing" for a in run.rules[0].alerts.values())
             assert firing == pods, (label, firing, run.rules[0].last_error)
             out.append((label, timed.rows, timed.seconds, took))
+        # a cluster's follower (docs/scale-out.md): its look at the shared state every 5 s,
+        # the first one and then five with nothing changed
+        looks = []
+        for _ in range(6):
+            ruler.leading = False  # as a node that does not hold the ruler's lease
+            began = time.perf_counter()
+            c.blocking_portal.call(ruler.sync)
+            looks.append(time.perf_counter() - began)
     print(f"{pods:,} pods firing")
     print("| evaluation | alert_states rows written | write job | evaluation |")
     print("|---|---:|---:|---:|")
     for label, rows, write, took in out:
         print(f"| {label} | {rows:,} | {write * 1000:,.1f} ms | {took * 1000:,.0f} ms |")
+    print(f"\na follower's look: first {looks[0] * 1000:,.1f} ms, then (nothing changed) "
+          + " / ".join(f"{x * 1000:,.1f}" for x in looks[1:]) + " ms")
 
 
 def buffer(samples: int) -> None:

@@ -68,18 +68,24 @@ def alert_states(conn: sqlite3.Connection, tenant: str, namespace: str,
         "WHERE tenant = ? AND namespace = ? AND group_name = ?", (tenant, namespace, group)))
 
 
-def all_alert_states(conn: sqlite3.Connection) -> list[tuple]:
-    """(tenant, namespace, group, *StateRow) of every group."""
-    return list(conn.execute(
-        "SELECT tenant, namespace, group_name, rule_key, labels, state, active_at, fired_at, "
-        "resolved_at, last_sent_at, keep_firing_since, value, annotations FROM alert_states"))
+def group_versions(conn: sqlite3.Connection) -> list[tuple[str, str, str, str, int]]:
+    """(tenant, namespace, name, body, states_version) of every group: its alert states
+    changed when its states_version did (migrations/0015_alert_state_versions.sql)."""
+    return list(conn.execute("SELECT tenant, namespace, name, body, states_version "
+                             "FROM rule_groups ORDER BY tenant, namespace, name"))
+
+
+def alert_states_of(conn: sqlite3.Connection, keys: Sequence[tuple[str, str, str]]
+                    ) -> dict[tuple[str, str, str], list[StateRow]]:
+    """The alert states of the groups `keys` (tenant, namespace, name), in one read."""
+    return {key: alert_states(conn, *key) for key in keys}
 
 
 def replace_alert_states(conn: sqlite3.Connection, tenant: str, namespace: str, group: str,
                          rows: Sequence[StateRow]) -> None:
     """The group's alert states after an evaluation, in one transaction (writer); none for
     a group deleted meanwhile (on another node, while this evaluation ran)."""
-    if not _group_exists(conn, tenant, namespace, group):
+    if not _states_changed(conn, tenant, namespace, group):
         return
     conn.execute("DELETE FROM alert_states WHERE tenant = ? AND namespace = ? "
                  "AND group_name = ?", (tenant, namespace, group))
@@ -95,7 +101,7 @@ def update_alert_states(conn: sqlite3.Connection, tenant: str, namespace: str, g
     """What an evaluation changed of the group's alert states, in one transaction (writer):
     the rows it added or altered, and the (rule_key, labels) of the alerts it ended; none
     for a group deleted meanwhile."""
-    if not _group_exists(conn, tenant, namespace, group):
+    if not (changed or gone) or not _states_changed(conn, tenant, namespace, group):
         return
     if gone:
         conn.executemany(
@@ -115,9 +121,13 @@ def update_alert_states(conn: sqlite3.Connection, tenant: str, namespace: str, g
             [(tenant, namespace, group, *r) for r in changed])
 
 
-def _group_exists(conn: sqlite3.Connection, tenant: str, namespace: str, group: str) -> bool:
-    return conn.execute("SELECT 1 FROM rule_groups WHERE tenant = ? AND namespace = ? "
-                        "AND name = ?", (tenant, namespace, group)).fetchone() is not None
+def _states_changed(conn: sqlite3.Connection, tenant: str, namespace: str,
+                    group: str) -> bool:
+    """Raise the group's states_version, for the nodes that follow them; False when the group
+    is gone."""
+    return conn.execute("UPDATE rule_groups SET states_version = states_version + 1 "
+                        "WHERE tenant = ? AND namespace = ? AND name = ?",
+                        (tenant, namespace, group)).rowcount > 0
 
 
 # -- the remote-write buffer -------------------------------------------------------------------

@@ -94,6 +94,8 @@ class Ruler:
                                  self.cfg.notification_timeout)
         self.remote = RemoteWriter(db, self.cfg.remote_write, sends=lambda: self.leading)
         self.runs: dict[GroupKey, GroupRun] = {}
+        # a follower's look at each group's alert states: the states_version it read last
+        self.state_versions: dict[GroupKey, int] = {}
         self.running = False
         self.evaluations = 0
         self.failures = 0
@@ -151,20 +153,26 @@ class Ruler:
     async def sync(self) -> None:
         """Whether this node evaluates, and the groups as every node left them."""
         held = await self.leases.holds(LEASE)
-        stored = {(t, ns, name): body
-                  for t, ns, name, body in await self.db.read(store.groups)}
+        rows = await self.db.read(store.group_versions)
+        stored = {(t, ns, name): body for t, ns, name, body, _ in rows}
+        versions = {(t, ns, name): version for t, ns, name, _, version in rows}
         for key in [k for k in self.runs if k not in stored]:
             await cancel_task(self.runs.pop(key).task)
         for key, body in stored.items():
             run = self.runs.get(key)
             if run is None or run.body != body:
                 await self._install(key[0], key[1], decode_group(body.encode()), body)
-        if not (held and self.leading):
-            per_group: dict[GroupKey, list] = {}
-            for tenant, namespace, name, *row in await self.db.read(store.all_alert_states):
-                per_group.setdefault((tenant, namespace, name), []).append(tuple(row))
-            for key, run in self.runs.items():
-                _restore(run, per_group.get(key, []))
+        if held and self.leading:
+            self.state_versions = {}  # its own states: read all again once it follows
+        else:
+            # only the groups whose states were written since the last look: a version read
+            # before its states can only make the next look read them once more
+            changed = [k for k in self.runs if self.state_versions.get(k) != versions.get(k)]
+            if changed:
+                states = await self.db.read(store.alert_states_of, changed)
+                for key in changed:
+                    _restore(self.runs[key], states.get(key, []))
+            self.state_versions = {k: versions[k] for k in self.runs if k in versions}
         self.leading = held
 
     async def _install(self, tenant: str, namespace: str, group: RuleGroup,

@@ -33,6 +33,8 @@ rules:
   - alert: Slow
     expr: vector(1)
     for: 1h
+  - alert: Paid
+    expr: sum(count_over_time({app="paid"}[1h])) > 0
 """
 
 
@@ -94,6 +96,11 @@ def _senders(alertmanager: str, alertname: str) -> set[str]:
     return {a["labels"].get("node") for a in alerts if a["labels"]["alertname"] == alertname}
 
 
+def _values(node: LogstoreServer, alertname: str) -> list[str]:
+    alerts = httpx.get(node.url + "/compat/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+    return [a["value"] for a in alerts if a["labels"]["alertname"] == alertname]
+
+
 def _slow_alert(node: LogstoreServer) -> list[dict]:
     alerts = httpx.get(node.url + "/compat/api/v1/alerts", timeout=10).json()["data"]["alerts"]
     return [a for a in alerts if a["labels"]["alertname"] == "Slow"]
@@ -148,6 +155,17 @@ def test_two_nodes_share_state_and_run_the_rules_once(tmp_path, postgres_url, al
         assert _leases_held(a)["ruler"] == 1 and _leases_held(b)["ruler"] == 0
         (pending,) = _slow_alert(a)
         assert pending["state"] == "pending"
+        # b, following, shows the alerts as a stored them, and again once they changed: it
+        # reads a group's states again when their version moved (storage/rules.py
+        # `group_versions`)
+        until(lambda: [(x["state"], x["activeAt"]) for x in _slow_alert(b)]
+              == [("pending", pending["activeAt"])], "b reads the alert states a wrote")
+        for lines in (1, 2):
+            r = httpx.post(a.url + PUSH, headers=JSON_HEADERS, timeout=30, content=push_body(
+                {"app": "paid"}, [[str(now_ns() - 10**9), f"paid {lines}"]]))
+            assert r.status_code == 204, r.text
+            until(lambda: _values(a, "Paid") == [f"{lines}e+00"], f"a counts {lines} lines")
+            until(lambda: _values(b, "Paid") == [f"{lines}e+00"], f"b reads {lines} lines")
 
         # (d) a delete request made on a is listed by b, and hides b's lines there
         t = now_ns() - 60 * 10**9
