@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import cardinality  # noqa: E402
 import dataset  # noqa: E402
 from ingest import encode, flush, free_port, push_all, start_server  # noqa: E402
-from metrics import REALISTIC_QUERIES, run_query  # noqa: E402
+from metrics import REALISTIC_QUERIES, realistic_medians  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
 # The commit each issue's logstore figures were measured at (the parent of the first commit
@@ -112,11 +112,7 @@ def realistic(tree: Path, bodies: list[bytes], end_ns: int, lines: int) -> dict[
     with Server(tree) as server:
         out["ingest"] = lines / push_all(server.port, bodies, "application/json", 4)
         flush(server.port, server.data)
-        start, end = end_ns - dataset.DAY_NS, end_ns
-        for name, query, step in REALISTIC_QUERIES:
-            run_query(server.port, query, start, end, step)  # warm-up
-            out[name] = 1000 * statistics.median(
-                run_query(server.port, query, start, end, step)[0] for _ in range(5))
+        out.update(realistic_medians(server.port, end_ns))
     return out
 
 

@@ -36,8 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import dataset  # noqa: E402
-from ingest import encode, flush, free_port, push_all, start_server  # noqa: E402
-from metrics import REALISTIC_QUERIES, run_query  # noqa: E402
+from calibrate import Server  # noqa: E402
+from ingest import encode, flush, free_port, group_cpu_seconds, push_all  # noqa: E402
+from metrics import REALISTIC_QUERIES, realistic_medians  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
 LOKI_CONFIG = """\
@@ -121,10 +122,6 @@ class Loki:
         except OSError:
             return 0
 
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     def peak_rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -165,58 +162,37 @@ class Loki:
         shutil.rmtree(self.work)
 
 
-def queries(port: int, prefix: str, end_ns: int) -> dict[str, float]:
-    """Each query's median ms, and what it answered (series, or log lines) to compare."""
-    out = {}
-    start, end = end_ns - dataset.DAY_NS, end_ns
-    for name, query, step in REALISTIC_QUERIES:
-        run_query(port, query, start, end, step, prefix)  # warm-up
-        runs = [run_query(port, query, start, end, step, prefix) for _ in range(5)]
-        out[name] = 1000 * statistics.median(took for took, _ in runs)
-        result = runs[-1][1]["data"]["result"]
-        out[f"{name}: answered"] = (sum(len(s["values"]) for s in result)
-                                    if result and "stream" in result[0] else len(result))
-    return out
-
-
 def loki_run(binary: str, bodies: dict[str, list[bytes]], lines: int, line_bytes: int,
              end_ns: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for fmt, formatted in bodies.items():
         with Loki(binary) as loki:
-            cpu = loki.cpu_seconds()
+            cpu = group_cpu_seconds(loki.proc.pid)  # its own session: the group is Loki
             out[f"{fmt} ingest"] = lines / push_all(loki.port, formatted, CONTENT_TYPE[fmt], 4,
                                                     "/loki/api/v1/push")
-            out[f"{fmt} CPU ms / 1,000 lines"] = (loki.cpu_seconds() - cpu) * 1e6 / lines
+            out[f"{fmt} CPU ms / 1,000 lines"] = \
+                (group_cpu_seconds(loki.proc.pid) - cpu) * 1e6 / lines
             if fmt == "json":
                 loki.flush()
                 out["disk / line bytes"] = loki.disk_bytes() / line_bytes
-                out.update(queries(loki.port, "/loki", end_ns))
+                out.update(realistic_medians(loki.port, end_ns, "/loki"))
                 out["peak RSS MB"] = loki.peak_rss_mb()
     return out
 
 
 def logstore_run(bodies: dict[str, list[bytes]], lines: int, line_bytes: int,
                  end_ns: int) -> dict[str, float]:
-    from ingest import group_cpu_seconds
     out: dict[str, float] = {}
     for fmt, formatted in bodies.items():
-        work = Path(tempfile.mkdtemp(prefix="logstore-bench-"))
-        data = work / "data"
-        data.mkdir()
-        port = free_port()
-        proc = start_server(data, port)
-        try:
-            cpu = group_cpu_seconds(proc.pid)
-            out[f"{fmt} ingest"] = lines / push_all(port, formatted, CONTENT_TYPE[fmt], 4)
-            out[f"{fmt} CPU ms / 1,000 lines"] = (group_cpu_seconds(proc.pid) - cpu) * 1e6 / lines
+        with Server(ROOT) as server:
+            cpu = group_cpu_seconds(server.proc.pid)
+            out[f"{fmt} ingest"] = lines / push_all(server.port, formatted, CONTENT_TYPE[fmt],
+                                                    4)
+            out[f"{fmt} CPU ms / 1,000 lines"] = \
+                (group_cpu_seconds(server.proc.pid) - cpu) * 1e6 / lines
             if fmt == "json":
-                out["disk / line bytes"] = flush(port, data)[1] / line_bytes
-                out.update(queries(port, "/logstore", end_ns))
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
-            shutil.rmtree(work)
+                out["disk / line bytes"] = flush(server.port, server.data)[1] / line_bytes
+                out.update(realistic_medians(server.port, end_ns))
     return out
 
 

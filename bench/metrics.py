@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from ingest import (add_backend_flag, add_workers_flag, backend_config,  # noqa: E402
                     clickhouse_facts, free_port, start_server, workers_config)
 from background import data_range, wait_for_background  # noqa: E402
+from dataset import DAY_NS  # noqa: E402
 from report import machine, table, update_section  # noqa: E402
 
 SEL = '{env="bench"}'
@@ -86,6 +87,22 @@ def run_query(port: int, query: str, start: int, end: int, step,
     if resp.status != 200:
         raise SystemExit(f"{query}: {resp.status} {body[:300]!r}")
     return took, json.loads(body)
+
+
+def realistic_medians(port: int, end_ns: int, prefix: str = "/logstore") -> dict[str, float]:
+    """Each of REALISTIC_QUERIES over the day before `end_ns`: its median ms of 5 after a
+    warm-up, and what it answered (series, or log lines) as "NAME: answered", to compare
+    two stores (bench/calibrate.py, bench/loki.py)."""
+    out = {}
+    start = end_ns - DAY_NS
+    for name, query, step in REALISTIC_QUERIES:
+        run_query(port, query, start, end_ns, step, prefix)  # warm-up
+        runs = [run_query(port, query, start, end_ns, step, prefix) for _ in range(5)]
+        out[name] = 1000 * statistics.median(took for took, _ in runs)
+        result = runs[-1][1]["data"]["result"]
+        out[f"{name}: answered"] = (sum(len(s["values"]) for s in result)
+                                    if result and "stream" in result[0] else len(result))
+    return out
 
 
 def main() -> None:
