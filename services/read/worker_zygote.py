@@ -46,10 +46,8 @@ def _set_name(name: bytes) -> None:
 
 def serve(sock: socket.socket) -> int:
     from services.read import query_worker
-    from services.runtime import memory
 
     _set_name(ZYGOTE_NAME)
-    memory.limit_arenas()
     gc.collect()
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the server, which stops us
