@@ -102,25 +102,50 @@ def synthetic_lines(n: int, seed: int = 1) -> list[str]:
             for i in range(n)]
 
 
+def _stat(pid: int | str) -> tuple[bytes, bytes, int, int] | None:
+    """(comm, state, ppid, pgrp) from /proc/PID/stat; None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            comm, _, rest = f.read().partition(b"(")[2].rpartition(b")")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    state, ppid, pgrp = rest.split()[:3]
+    return comm, state, int(ppid), int(pgrp)
+
+
+def process_ended(pid: int) -> bool:
+    """Gone, or a zombie no one has reaped yet (a query worker whose zygote ended is the
+    init process's child)."""
+    stat = _stat(pid)
+    return stat is None or stat[1] == b"Z"
+
+
+def parent_pid(pid: int) -> int | None:
+    stat = _stat(pid)
+    return None if stat is None else stat[2]
+
+
+def server_of(worker: int) -> int:
+    """The server a query worker (or zygote) serves: the last word of the zygote's command
+    line, which its workers keep."""
+    with open(f"/proc/{worker}/cmdline", "rb") as f:
+        return int(f.read().rstrip(b"\0").rpartition(b"\0")[2])
+
+
 def _named(name: bytes, parent: int | None,
            group: int | None) -> list[int]:
-    """The live processes whose /proc/PID/comm is `name`, of the server `parent` (the
-    last word of a zygote's command line, which its workers keep) or in the process group
-    `group` (a server started in its own session)."""
+    """The live processes whose /proc/PID/comm is `name`, of the server `parent`
+    (`server_of`) or in the process group `group` (a server started in its own session)."""
     found = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
+        stat = _stat(entry)
+        if stat is None or stat[0] != name or stat[1] == b"Z":
+            continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                comm, _, rest = f.read().partition(b"(")[2].rpartition(b")")
-            state, _ppid, pgrp = rest.split()[:3]
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                server = f.read().rstrip(b"\0").rpartition(b"\0")[2]
+            server = server_of(int(entry))
         except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
             continue
-        if comm != name or state == b"Z":
-            continue
-        if (parent is None or server == str(parent).encode()) and \
-                (group is None or int(pgrp) == group):
+        if (parent is None or server == parent) and (group is None or stat[3] == group):
             found.append(int(entry))
     return found
 

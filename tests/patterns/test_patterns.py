@@ -14,7 +14,8 @@ import pytest
 from services.patterns.mining import WorkerMiners
 
 from tests.conftest import loghub_lines
-from tests.helpers import JSON_HEADERS, PUSH, push_body, query_worker_pids, until
+from tests.helpers import (JSON_HEADERS, PUSH, process_ended, push_body, query_worker_pids,
+                           until)
 
 H = 3600 * 10**9
 PATTERNS = "/logstore/api/v1/patterns"
@@ -236,7 +237,7 @@ def test_a_killed_worker_loses_no_template(make_client, values):
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
         # the zygote's child, reaped by the kernel (services/read/worker_zygote.py)
-        until(lambda: not os.path.exists(f"/proc/{pid}"), f"worker {pid} gone")
+        until(lambda: process_ended(pid), f"worker {pid} gone")
     push_all(c, values[half:])
     mined(c)
     assert query_worker_pids(parent=os.getpid()) not in ([], pids)

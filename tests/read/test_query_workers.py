@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import query_worker_pids, zygote_pids
+from tests.helpers import (parent_pid, process_ended, query_worker_pids, server_of,
+                           zygote_pids)
 from tests.read.test_query_limits import (HOUR, SLOW, _metric, _push_slow_data, _slow_query,
                                          _wait_for, in_thread)
 
@@ -181,16 +182,6 @@ def test_a_query_worker_imports_no_event_loop_and_no_upkeep_service():
                           "services.upkeep.sealer", "services.runtime.base"}
 
 
-def _ended(pid: int) -> bool:
-    """Gone, or a zombie no one has reaped yet (a worker whose zygote ended is the init
-    process's child)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def _count(url: str, now: int) -> httpx.Response:
     return httpx.get(url + "/logstore/api/v1/query", headers={"X-Scope-OrgID": "w"},
                      params={"query": 'sum(count_over_time({env="prod"}[2h]))',
@@ -245,7 +236,7 @@ def test_a_worker_that_ended_is_forked_again_by_a_new_zygote(make_server):
     # the pool is full: its zygote has ended, and the worker goes on without it
     _wait_for(lambda: not zygote_pids(group=srv.proc.pid))
     os.kill(worker, signal.SIGKILL)
-    _wait_for(lambda: _ended(worker))
+    _wait_for(lambda: process_ended(worker))
     r = _count(srv.url, now)
     assert r.status_code == 200 and r.json()["data"]["result"][0]["value"][1] == "1500"
     [new_worker] = query_worker_pids(group=srv.proc.pid)
@@ -254,20 +245,8 @@ def test_a_worker_that_ended_is_forked_again_by_a_new_zygote(make_server):
     assert _metric(srv.url, "logstore_query_workers_lost_total") == 1
     _wait_for(lambda: not zygote_pids(group=srv.proc.pid))
     # a server killed outright leaves no worker behind: its request pipe closes
-    server = _parent_of_workers(srv.proc.pid)
+    server = server_of(new_worker)
+    assert parent_pid(server) == srv.proc.pid  # the server, which `serve` started
     os.kill(server, signal.SIGKILL)
-    _wait_for(lambda: _ended(new_worker))
+    _wait_for(lambda: process_ended(new_worker))
 
-
-def _parent_of_workers(group: int) -> int:
-    """The server process: the one in the group that holds the data directory's database
-    (the serve process above it only started it)."""
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid, pgrp = map(int, f.read().rpartition(")")[2].split()[1:3])
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue
-        if pgrp == group and ppid == group:
-            return int(entry)
-    raise AssertionError("no server process in the group")
