@@ -242,14 +242,18 @@ def decode_key_arrays(data: bytes, rows: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decode_lengths(data: bytes) -> list[int]:
-    return np.frombuffer(_unshuffled(data, 4), dtype=np.uint32).tolist()
+    return decode_length_array(data).tolist()
+
+
+def decode_length_array(data: bytes) -> np.ndarray:
+    """The lines' byte lengths, uint32."""
+    return np.frombuffer(_unshuffled(data, 4), dtype=np.uint32)
 
 
 def decode_offsets(lengths: bytes, rows: int) -> np.ndarray:
     """Line byte offsets with a leading 0: line i is lines[offsets[i]:offsets[i + 1]]."""
     offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(np.frombuffer(_unshuffled(lengths, 4), dtype=np.uint32), dtype=np.int64,
-              out=offsets[1:])
+    np.cumsum(decode_length_array(lengths), dtype=np.int64, out=offsets[1:])
     return offsets
 
 

@@ -151,8 +151,7 @@ def seal_packs(packs: Sequence[StoredPack]) -> B.EncodedBlock | None:
     keys = [B.decode_key_arrays(p.keys, p.rows) for p in packs]
     ts = np.concatenate([k[0] for k in keys])
     ids = np.concatenate([k[1] for k in keys])
-    lengths = np.concatenate([np.frombuffer(B._unshuffled(p.lengths, 4), dtype=np.uint32)
-                              for p in packs])
+    lengths = np.concatenate([B.decode_length_array(p.lengths) for p in packs])
     body = b"".join(B._decompress(p.lines) for p in packs)
     return B.encode_arrays(ts, ids, lengths, body, all(p.flags & B.FLAG_ASCII for p in packs),
                            _metadata_of(packs))
