@@ -2,14 +2,15 @@
 
     .venv/bin/python bench/ingest.py [--lines 1000000] [--batch 1000] [--clients 4]
                                      [--format json|protobuf|otlp] [--keep DIR] [--realistic]
-                                     [--flush]
+                                     [--flush] [--no-sealing] [--per-thread]
 
 `otlp` sends OTLP/HTTP protobuf to /otlp/v1/logs, one resource per stream whose attributes
 are the stream's labels; the server is told to index them all, so the same streams are
 stored as with the other formats.
 
 Bodies are encoded before the clock starts, so the figure is the server's. With --keep the
-data directory is left in place for the query benchmarks.
+data directory is left in place for the query benchmarks. --per-thread prints the CPU of
+each thread of the server's processes during the push, to see which stage a change moves.
 """
 
 from __future__ import annotations
@@ -128,6 +129,61 @@ def group_cpu_seconds(pgid: int) -> float:
         if int(fields[2]) == pgid:  # pgrp; utime and stime follow at 11 and 12
             ticks += int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_seconds(pgid: int) -> dict[tuple[int, str, int], float]:
+    """(pid, process name, thread id) -> CPU seconds (user + system) of every thread of the
+    live processes of a process group (Linux's /proc/PID/task)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        proc_dir = stat.parent
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            name = (proc_dir / "comm").read_text().strip()
+            for task in (proc_dir / "task").iterdir():
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                out[(int(proc_dir.name), name, int(task.name))] = \
+                    (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            continue  # ended meanwhile
+    return out
+
+
+def python_thread_names(pids: set[int]) -> dict[int, str]:
+    """Thread id -> Python's name for the thread, from `py-spy dump` (in the venv; needs
+    ptrace, which root has): /proc names every thread of a Python process `python`."""
+    spy = Path(sys.executable).parent / "py-spy"
+    names: dict[int, str] = {}
+    if not spy.exists():
+        return names
+    for pid in pids:
+        try:
+            text = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True,
+                                  text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        for line in text.splitlines():
+            if line.startswith("Thread ") and '"' in line:
+                tid = line.split()[1]
+                if tid.isdigit():
+                    names[int(tid)] = line.split('"')[1]
+    return names
+
+
+def per_thread_table(before: dict, after: dict, lines: int, client_cpu: float,
+                     elapsed: float) -> str:
+    """The threads that used CPU during the push, most first, and the bench's own client."""
+    used = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    names = python_thread_names({pid for pid, _, _ in used})
+    rows = [[f"{name} {pid}", names.get(tid, f"{tid}, not a Python thread"), f"{sec:.2f} s",
+             f"{sec * 1e6 / lines:.2f}"]
+            for (pid, name, tid), sec in sorted(used.items(), key=lambda kv: -kv[1])
+            if sec >= 0.05]
+    rows.append(["this bench (the 4 clients)", "", f"{client_cpu:.2f} s",
+                 f"{client_cpu / elapsed:.2f} cores"])
+    return table(["process", "thread", "CPU", "ms per 1,000 lines"], rows)
 
 
 def free_port() -> int:
@@ -252,6 +308,9 @@ def main() -> None:
     ap.add_argument("--no-sealing", action="store_true",
                     help="storage.sealing_enabled: false (what the push path alone costs)")
     ap.add_argument("--no-report", action="store_true")
+    ap.add_argument("--per-thread", action="store_true",
+                    help="print the CPU each thread of the server's processes used (named "
+                         "by py-spy) and the clients' own CPU")
     add_backend_flag(ap)
     add_workers_flag(ap)
     args = ap.parse_args()
@@ -278,9 +337,16 @@ def main() -> None:
                         + ("storage:\n  sealing_enabled: false\n" if args.no_sealing else ""))
     try:
         cpu_before = group_cpu_seconds(proc.pid)
+        threads_before = thread_cpu_seconds(proc.pid) if args.per_thread else {}
+        own_before = os.times()
         elapsed = push_all(port, bodies, ctype, args.clients,
                            "/otlp/v1/logs" if otlp else "/logstore/api/v1/push")
+        own = os.times()
         cpu = group_cpu_seconds(proc.pid) - cpu_before
+        if args.per_thread:
+            print(per_thread_table(threads_before, thread_cpu_seconds(proc.pid), args.lines,
+                                   own.user - own_before.user + own.system - own_before.system,
+                                   elapsed))
         flushed = flush(port, data_dir, args.backend) if args.flush else None
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
