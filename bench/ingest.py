@@ -117,35 +117,40 @@ def start_server(data_dir: Path, port: int, extra: str = "",
     raise SystemExit("server did not become ready")
 
 
+def _cpu_seconds(stat: Path) -> tuple[int, float]:
+    """(process group, user + system CPU seconds) from a /proc .../stat file; the fields
+    after the command's closing parenthesis: pgrp at 2, utime and stime at 11 and 12."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return int(fields[2]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def group_cpu_seconds(pgid: int) -> float:
     """CPU time (user + system) of the live processes of a process group: the server and
     its query workers (Linux's /proc)."""
-    ticks = 0
+    total = 0.0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            group, seconds = _cpu_seconds(stat)
         except OSError:
             continue  # ended meanwhile
-        if int(fields[2]) == pgid:  # pgrp; utime and stime follow at 11 and 12
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+        if group == pgid:
+            total += seconds
+    return total
 
 
 def thread_cpu_seconds(pgid: int) -> dict[tuple[int, str, int], float]:
     """(pid, process name, thread id) -> CPU seconds (user + system) of every thread of the
     live processes of a process group (Linux's /proc/PID/task)."""
-    tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         proc_dir = stat.parent
         try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+            if _cpu_seconds(stat)[0] != pgid:
                 continue
             name = (proc_dir / "comm").read_text().strip()
             for task in (proc_dir / "task").iterdir():
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
                 out[(int(proc_dir.name), name, int(task.name))] = \
-                    (int(fields[11]) + int(fields[12])) / tick
+                    _cpu_seconds(task / "stat")[1]
         except OSError:
             continue  # ended meanwhile
     return out
@@ -172,17 +177,18 @@ def python_thread_names(pids: set[int]) -> dict[int, str]:
     return names
 
 
-def per_thread_table(before: dict, after: dict, lines: int, client_cpu: float,
+def per_thread_table(before: dict, after: dict, lines: int, clients: int, client_cpu: float,
                      elapsed: float) -> str:
-    """The threads that used CPU during the push, most first, and the bench's own client."""
+    """The threads that used CPU during the push, most first, and the bench's own clients."""
     used = {k: v - before.get(k, 0.0) for k, v in after.items()}
     names = python_thread_names({pid for pid, _, _ in used})
     rows = [[f"{name} {pid}", names.get(tid, f"{tid}, not a Python thread"), f"{sec:.2f} s",
              f"{sec * 1e6 / lines:.2f}"]
             for (pid, name, tid), sec in sorted(used.items(), key=lambda kv: -kv[1])
             if sec >= 0.05]
-    rows.append(["this bench (the 4 clients)", "", f"{client_cpu:.2f} s",
-                 f"{client_cpu / elapsed:.2f} cores"])
+    rows.append([f"this bench ({clients} clients)", "",
+                 f"{client_cpu:.2f} s ({client_cpu / elapsed:.2f} cores)",
+                 f"{client_cpu * 1e6 / lines:.2f}"])
     return table(["process", "thread", "CPU", "ms per 1,000 lines"], rows)
 
 
@@ -345,6 +351,7 @@ def main() -> None:
         cpu = group_cpu_seconds(proc.pid) - cpu_before
         if args.per_thread:
             print(per_thread_table(threads_before, thread_cpu_seconds(proc.pid), args.lines,
+                                   args.clients,
                                    own.user - own_before.user + own.system - own_before.system,
                                    elapsed))
         flushed = flush(port, data_dir, args.backend) if args.flush else None
