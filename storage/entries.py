@@ -61,7 +61,7 @@ def pack_rows(ps: PreparedStream) -> None:
     """From PACK_MIN_ROWS rows on, drop their repeats within the push and encode them as a
     pack (the preparer's last step, in a query worker for a large push): the writer then
     only gives ids. Fewer become `entries` rows, whose unique key leaves repeats out."""
-    if len(ps.rows) < PACK_MIN_ROWS:
+    if len(ps.rows) < PACK_MIN_ROWS or ps.pack is not None:  # fewer, or packed already
         return
     if isinstance(ps.rows, RowColumns) and ps.rows.without_repeats():
         ps.pack = ps.rows.pack = encode_columns(ps.rows.ts, ps.rows.lines(),

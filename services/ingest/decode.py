@@ -19,6 +19,7 @@ from logql import depth
 from logql.model import TS_MAX, TS_MIN
 from proto import push_pb2
 from services.runtime import memory
+from services.ingest.columns import ColumnStream, read_json
 from services.ingest.inflight import Held
 from services.ingest.prepare import PushError, RawStream
 from services.ingest.labelset import LabelSetError, parse_label_set
@@ -200,7 +201,10 @@ def _ts_in_range(ts: int, where: str, text: object) -> int:
     return ts
 
 
-def decode_json(body: bytes) -> list[RawStream]:
+def decode_json(body: bytes) -> list[RawStream | ColumnStream]:
+    columns = read_json(body, TS_MIN, TS_MAX)
+    if columns is not None:  # the common body, read in C (services/ingest/columns.py)
+        return columns
     if not body.strip():
         raise PushError(400, "EOF")
     try:

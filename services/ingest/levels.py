@@ -87,6 +87,15 @@ class LevelDetector:
             all(f.isascii() for f in fields) and len(self.fields) <= 64 else None
         self._native_fields = tuple(self.fields)  # a JSON object's fields, as written
 
+    @property
+    def native_args(self) -> tuple | None:
+        """What the C scans take after the lines (_linescan.levels, _pushcolumns.pack), or
+        None when the Python code scans for these fields."""
+        if self._native is None:
+            return None
+        return (self._native, _NORMALISED, _LEFT, _RIGHT, _KEYWORD_WORDS, _KEYWORD_LEVELS,
+                "unknown", self._native_fields)
+
     def from_labels(self, labels: dict[str, str]) -> str | None:
         if self._fields.isdisjoint(labels):  # most streams: one C-level check, no loop
             return None
@@ -145,9 +154,7 @@ class LevelDetector:
         (_linescan.levels): about a tenth of that; non-ASCII lines, and JSON objects the C
         parser is not sure msgspec reads as it does, stay here."""
         if self._native is not None:
-            found = linescan.levels(lines, self._native, _NORMALISED, _LEFT, _RIGHT,
-                                    _KEYWORD_WORDS, _KEYWORD_LEVELS, "unknown",
-                                    self._native_fields)
+            found = linescan.levels(lines, *self.native_args)
             if None in found:
                 found = [self.from_line(line) if level is None else level
                          for line, level in zip(lines, found)]

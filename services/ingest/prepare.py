@@ -20,6 +20,7 @@ import msgspec
 
 from config import LimitsConfig
 from logql.model import MINUTE_NS, canonical_labels, label_pairs_string
+from services.ingest.columns import ColumnStream, pack_stream
 from services.ingest.labelset import LabelSetError, is_valid_label_name, parse_label_set
 from services.ingest.levels import LevelDetector, linescan, normalise_level
 from services.runtime.errors import PlainError
@@ -119,6 +120,7 @@ def _row_list(ps: PreparedStream) -> list:
     """The stream's rows as a list, to add more to (a stream named twice in a push)."""
     if ps.rows.__class__ is RowColumns:
         ps.rows = ps.rows.rows()
+        ps.pack = None  # rows are added: pack_rows encodes them all
     return ps.rows
 
 
@@ -218,7 +220,7 @@ class Preparer:
                 return "label_value_too_long"
         return labels, canonical
 
-    def prepare(self, raw_streams: list[RawStream], now_ns: int,
+    def prepare(self, raw_streams: list[RawStream | ColumnStream], now_ns: int,
                 lim: LimitsConfig) -> tuple[list[PreparedStream], PushOutcome]:
         """The valid part of a push, checked against the pushing tenant's limits `lim`."""
         if not raw_streams:
@@ -233,14 +235,22 @@ class Preparer:
         levels = self._levels(lim.log_level_fields)
         by_stream: dict[str, PreparedStream] = {}
         for raw in raw_streams:
-            if not raw.entries:
+            cols = raw if raw.__class__ is ColumnStream else None
+            if not (raw.entries if cols is None else cols.rows):
                 continue
             checked = self._stream_labels(raw, errors, lim)
             if checked.__class__ is str:
-                outcome.discard(checked, len(raw.entries), sum(
-                    len(e[1].encode("utf-8", "surrogatepass")) for e in raw.entries))
+                if cols is not None:
+                    outcome.discard(checked, cols.rows, len(cols.text))
+                else:
+                    outcome.discard(checked, len(raw.entries), sum(
+                        len(e[1].encode("utf-8", "surrogatepass")) for e in raw.entries))
                 continue
             labels, canonical = checked
+            if cols is not None and canonical not in by_stream and self._packed(
+                    cols, labels, canonical, by_stream, outcome, lim, newest_ok, oldest_ok,
+                    levels if detect else None):
+                continue
             ps = by_stream.get(canonical)
             if ps is None:
                 ps = by_stream[canonical] = PreparedStream(labels, canonical, tallies={})
@@ -320,6 +330,36 @@ class Preparer:
             for ps in kept:
                 pack_rows(ps)
         return kept, outcome
+
+    def _packed(self, cols: ColumnStream, labels: dict[str, str], canonical: str,
+                by_stream: dict[str, PreparedStream], outcome: PushOutcome, lim: LimitsConfig,
+                newest_ok: int, oldest_ok: int | None, levels: LevelDetector | None) -> bool:
+        """A stream read as columns made into a pack in C (services/ingest/columns.py), when
+        it is one pack's worth, the first of its labels in the push, and nothing about it is
+        refused. False (nothing done) otherwise: the rows are then made as for any stream."""
+        if not self.packs or cols.rows < PACK_MIN_ROWS or cols.max_ts > newest_ok or \
+                (oldest_ok is not None and cols.min_ts < oldest_ok) or \
+                0 < lim.max_line_size < cols.longest:
+            return False
+        md, detect = None, None
+        if levels is not None:
+            stream_level = levels.from_labels(labels)
+            if stream_level:
+                md = self._level_text(stream_level)
+            else:
+                detect = levels.native_args
+                if detect is None:
+                    return False
+        packed = pack_stream(cols, md, detect)
+        if packed is None:
+            return False
+        size = len(cols.text)
+        by_stream[canonical] = PreparedStream(
+            labels, canonical, rows=packed.rows, first_ts=cols.min_ts, last_ts=cols.max_ts,
+            size=size, tallies=packed.tallies, pack=packed.rows.pack)
+        outcome.accepted_lines += cols.rows
+        outcome.accepted_bytes += size
+        return True
 
     def _whole_stream(self, ps: PreparedStream, entries: list, outcome: PushOutcome,
                       lim: LimitsConfig, newest_ok: int, oldest_ok: int | None,

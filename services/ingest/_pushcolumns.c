@@ -1,0 +1,717 @@
+/* A JSON push body read into columns, and a stream's columns made into a pack, in C (issue
+ * 25): the common push (Loki's JSON, every entry `[timestamp, line]`) without a Python object
+ * per line. `json_push` reads the body into one buffer of line bytes per stream with their
+ * timestamps and ends; `pack` gives a stream's lines their levels, content hashes, rollup
+ * tallies and the pack's columns (storage/blocks/packs.py encode_columns) in one pass.
+ *
+ * Both answer exactly as the Python code (decode.py, prepare.py, packs.py) or None for what
+ * they do not take: a body msgspec might read another way (an escaped field name, a lone
+ * surrogate, invalid UTF-8, a null, metadata, an unknown field, a timestamp that is not plain digits)
+ * and a stream whose levels the Python code decides (a non-ASCII line, a JSON line the C
+ * parser leaves to msgspec). tests/ingest/test_pushcolumns.py holds both to one answer. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "levelscan.h"
+
+#define MAX_SLOTS 64 /* distinct metadata texts of a stream's lines; more: the Python code */
+#define NOT_PLAIN -1 /* the body or stream is left to the Python code */
+#define FAILED -2    /* a Python exception is set */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Grow;
+
+static int reserve(Grow *g, size_t more) {
+    if (g->n + more <= g->cap) return 0;
+    size_t cap = g->cap ? g->cap : 4096;
+    while (cap < g->n + more) cap *= 2;
+    char *p = realloc(g->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    g->p = p;
+    g->cap = cap;
+    return 0;
+}
+
+static int put(Grow *g, const void *data, size_t n) {
+    if (reserve(g, n) < 0) return FAILED;
+    memcpy(g->p + g->n, data, n);
+    g->n += n;
+    return 0;
+}
+
+/* -- the body ----------------------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+    long long ts_min, ts_max;
+    Grow text, ts, ends, scratch;
+    int ascii;
+} Scan;
+
+static void ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+static int expect(Scan *s, unsigned char c) {
+    ws(s);
+    if (s->p >= s->end || *s->p != c) return NOT_PLAIN;
+    s->p++;
+    ws(s);
+    return 0;
+}
+
+/* the length of the valid UTF-8 sequence at s (strict: no overlong form, no surrogate, at
+ * most U+10FFFF, as Python's decoder), 0 when there is none */
+static int utf8_seq(const unsigned char *s, const unsigned char *end) {
+    unsigned char c = s[0];
+    Py_ssize_t left = end - s;
+    if (c >= 0xC2 && c <= 0xDF)
+        return left >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (left < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* a surrogate */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (left < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
+            (s[3] & 0xC0) != 0x80)
+            return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0;
+        if (c == 0xF4 && s[1] >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static int hex4(const unsigned char *s, const unsigned char *end, unsigned *out) {
+    if (end - s < 4) return 0;
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* the string at s->p (its quote) unescaped into `out`; *ascii cleared by a non-ASCII one */
+static int string(Scan *s, Grow *out, int *ascii) {
+    if (s->p >= s->end || *s->p != '"') return NOT_PLAIN;
+    const unsigned char *p = s->p + 1, *end = s->end;
+    for (;;) {
+        const unsigned char *run = p;
+        unsigned char high = 0;
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) high |= *p++;
+        if (p >= end || *p < 0x20) return NOT_PLAIN;
+        if (high & 0x80) {
+            for (const unsigned char *q = run; q < p;) {
+                if (*q < 0x80) {
+                    q++;
+                    continue;
+                }
+                int k = utf8_seq(q, p);
+                if (!k) return NOT_PLAIN;
+                q += k;
+            }
+            *ascii = 0;
+        }
+        if (put(out, run, (size_t)(p - run)) < 0) return FAILED;
+        if (*p == '"') {
+            s->p = p + 1;
+            return 0;
+        }
+        /* an escape */
+        if (end - p < 2) return NOT_PLAIN;
+        unsigned char e = p[1], c;
+        unsigned cp;
+        p += 2;
+        switch (e) {
+        case '"': c = '"'; break;
+        case '\\': c = '\\'; break;
+        case '/': c = '/'; break;
+        case 'b': c = '\b'; break;
+        case 'f': c = '\f'; break;
+        case 'n': c = '\n'; break;
+        case 'r': c = '\r'; break;
+        case 't': c = '\t'; break;
+        case 'u':
+            if (!hex4(p, end, &cp)) return NOT_PLAIN;
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) return NOT_PLAIN; /* a lone low surrogate */
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned low;
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, &low) ||
+                    low < 0xDC00 || low > 0xDFFF)
+                    return NOT_PLAIN;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            }
+            unsigned char u[4];
+            size_t k;
+            if (cp < 0x80) {
+                u[0] = (unsigned char)cp;
+                k = 1;
+            } else if (cp < 0x800) {
+                u[0] = (unsigned char)(0xC0 | (cp >> 6));
+                u[1] = (unsigned char)(0x80 | (cp & 0x3F));
+                k = 2;
+            } else if (cp < 0x10000) {
+                u[0] = (unsigned char)(0xE0 | (cp >> 12));
+                u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                u[2] = (unsigned char)(0x80 | (cp & 0x3F));
+                k = 3;
+            } else {
+                u[0] = (unsigned char)(0xF0 | (cp >> 18));
+                u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+                u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                u[3] = (unsigned char)(0x80 | (cp & 0x3F));
+                k = 4;
+            }
+            if (cp >= 0x80) *ascii = 0;
+            if (put(out, u, k) < 0) return FAILED;
+            continue;
+        default: return NOT_PLAIN;
+        }
+        if (put(out, &c, 1) < 0) return FAILED;
+    }
+}
+
+/* a key without escapes equal to `word` */
+static int key_is(Scan *s, const char *word) {
+    size_t n = strlen(word);
+    if ((size_t)(s->end - s->p) < n + 2 || s->p[0] != '"' || s->p[n + 1] != '"' ||
+        memcmp(s->p + 1, word, n) != 0)
+        return 0;
+    s->p += n + 2;
+    return 1;
+}
+
+/* a str of the string at s->p, or NULL: *rc says why (NOT_PLAIN, FAILED) */
+static PyObject *text_of(Scan *s, int *rc) {
+    int ascii = 1;
+    s->scratch.n = 0;
+    *rc = string(s, &s->scratch, &ascii);
+    if (*rc < 0) return NULL;
+    PyObject *t = PyUnicode_DecodeUTF8(s->scratch.p ? s->scratch.p : "", (Py_ssize_t)s->scratch.n,
+                                       NULL);
+    if (t == NULL) *rc = FAILED; /* the bytes were checked: only memory runs out here */
+    return t;
+}
+
+/* "stream": {"name": "value", ...} as pairs in order (a repeated name too: the caller's
+ * dict keeps the last, as msgspec's) */
+static int labels(Scan *s, PyObject *pairs) {
+    int rc;
+    if ((rc = expect(s, '{')) < 0) return rc;
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        PyObject *name = text_of(s, &rc), *value = NULL, *pair;
+        if (name == NULL) return rc;
+        if ((rc = expect(s, ':')) < 0 || (value = text_of(s, &rc)) == NULL) {
+            Py_DECREF(name);
+            return rc;
+        }
+        pair = PyTuple_Pack(2, name, value);
+        Py_DECREF(name);
+        Py_DECREF(value);
+        if (pair == NULL) return FAILED;
+        rc = PyList_Append(pairs, pair);
+        Py_DECREF(pair);
+        if (rc < 0) return FAILED;
+        ws(s);
+        if (s->p < s->end && *s->p == '}') {
+            s->p++;
+            return 0;
+        }
+        if ((rc = expect(s, ',')) < 0) return rc;
+    }
+}
+
+/* a timestamp: a string of 1 to 19 plain digits within [ts_min, ts_max] */
+static int timestamp(Scan *s, long long *out) {
+    const unsigned char *p = s->p;
+    if (p >= s->end || *p != '"') return NOT_PLAIN;
+    p++;
+    unsigned long long v = 0;
+    int digits = 0;
+    while (p < s->end && *p >= '0' && *p <= '9' && digits < 20) {
+        v = v * 10 + (unsigned long long)(*p++ - '0');
+        digits++;
+    }
+    if (p >= s->end || *p != '"' || digits == 0 || digits > 19 || v > (unsigned long long)LLONG_MAX)
+        return NOT_PLAIN;
+    if ((long long)v < s->ts_min || (long long)v > s->ts_max) return NOT_PLAIN;
+    s->p = p + 1;
+    *out = (long long)v;
+    return 0;
+}
+
+/* "values": [[timestamp, line], ...] into the stream's columns */
+static int values(Scan *s) {
+    int rc;
+    if ((rc = expect(s, '[')) < 0) return rc;
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        long long ts;
+        if ((rc = expect(s, '[')) < 0 || (rc = timestamp(s, &ts)) < 0 ||
+            (rc = expect(s, ',')) < 0 || (rc = string(s, &s->text, &s->ascii)) < 0)
+            return rc;
+        if (s->text.n > 0xFFFFFFFFu) return NOT_PLAIN;
+        uint32_t end = (uint32_t)s->text.n;
+        if (put(&s->ts, &ts, 8) < 0 || put(&s->ends, &end, 4) < 0) return FAILED;
+        ws(s);
+        if (s->p >= s->end || *s->p != ']') return NOT_PLAIN; /* metadata, or more */
+        s->p++;
+        ws(s);
+        if (s->p < s->end && *s->p == ']') {
+            s->p++;
+            return 0;
+        }
+        if ((rc = expect(s, ',')) < 0) return rc;
+    }
+}
+
+static PyObject *bytes_of(Grow *g) {
+    return PyBytes_FromStringAndSize(g->p ? g->p : "", (Py_ssize_t)g->n);
+}
+
+/* one stream object, appended to `out` as (pairs, ts, text, ends, ascii, min_ts, max_ts,
+ * longest line) */
+static int stream(Scan *s, PyObject *out) {
+    int rc, seen_labels = 0, seen_values = 0;
+    PyObject *pairs = PyList_New(0);
+    if (pairs == NULL) return FAILED;
+    s->text.n = s->ts.n = s->ends.n = 0;
+    s->ascii = 1;
+    if ((rc = expect(s, '{')) < 0) goto done;
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+    } else {
+        for (;;) {
+            if (!seen_labels && key_is(s, "stream")) {
+                seen_labels = 1;
+                if ((rc = expect(s, ':')) < 0 || (rc = labels(s, pairs)) < 0) goto done;
+            } else if (!seen_values && key_is(s, "values")) {
+                seen_values = 1;
+                if ((rc = expect(s, ':')) < 0 || (rc = values(s)) < 0) goto done;
+            } else {
+                rc = NOT_PLAIN;
+                goto done;
+            }
+            ws(s);
+            if (s->p < s->end && *s->p == '}') {
+                s->p++;
+                break;
+            }
+            if ((rc = expect(s, ',')) < 0) goto done;
+        }
+    }
+    Py_ssize_t n = (Py_ssize_t)(s->ts.n / 8);
+    const long long *ts = (const long long *)s->ts.p;
+    const uint32_t *ends = (const uint32_t *)s->ends.p;
+    long long lo = 0, hi = 0;
+    uint32_t longest = 0, start = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i == 0 || ts[i] < lo) lo = ts[i];
+        if (i == 0 || ts[i] > hi) hi = ts[i];
+        if (ends[i] - start > longest) longest = ends[i] - start;
+        start = ends[i];
+    }
+    PyObject *item = Py_BuildValue("(ONNNOLLk)", pairs, bytes_of(&s->ts), bytes_of(&s->text),
+                                   bytes_of(&s->ends), s->ascii ? Py_True : Py_False, lo, hi,
+                                   (unsigned long)longest);
+    if (item == NULL) {
+        rc = FAILED;
+        goto done;
+    }
+    rc = PyList_Append(out, item) < 0 ? FAILED : 0;
+    Py_DECREF(item);
+done:
+    Py_DECREF(pairs);
+    return rc;
+}
+
+static int push(Scan *s, PyObject *out) {
+    int rc;
+    if ((rc = expect(s, '{')) < 0) return rc;
+    if (!key_is(s, "streams")) return NOT_PLAIN;
+    if ((rc = expect(s, ':')) < 0 || (rc = expect(s, '[')) < 0) return rc;
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+    } else {
+        for (;;) {
+            if ((rc = stream(s, out)) < 0) return rc;
+            ws(s);
+            if (s->p < s->end && *s->p == ']') {
+                s->p++;
+                break;
+            }
+            if ((rc = expect(s, ',')) < 0) return rc;
+        }
+    }
+    if ((rc = expect(s, '}')) < 0) return rc;
+    return s->p == s->end ? 0 : NOT_PLAIN;
+}
+
+PyDoc_STRVAR(json_push_doc,
+"json_push(body, ts_min, ts_max) -> list | None\n\n"
+"A Loki JSON push body whose every entry is [timestamp, line] (the timestamp plain digits\n"
+"within [ts_min, ts_max]) as one tuple per stream: (label pairs in the order sent,\n"
+"timestamps as int64, the lines' UTF-8 bytes joined, each line's end in them as uint32,\n"
+"whether every line is ASCII, the oldest and newest timestamp, the longest line's bytes).\n"
+"None for any other body: decode.py reads it, and says what is wrong with it.");
+
+static PyObject *json_push(PyObject *self, PyObject *args) {
+    Py_buffer body;
+    Scan s;
+    memset(&s, 0, sizeof s);
+    if (!PyArg_ParseTuple(args, "y*LL", &body, &s.ts_min, &s.ts_max)) return NULL;
+    s.p = body.buf;
+    s.end = s.p + body.len;
+    PyObject *out = PyList_New(0);
+    int rc = out == NULL ? FAILED : push(&s, out);
+    PyBuffer_Release(&body);
+    free(s.text.p);
+    free(s.ts.p);
+    free(s.ends.p);
+    free(s.scratch.p);
+    if (rc == 0) return out;
+    Py_XDECREF(out);
+    if (rc == FAILED) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -- a stream's pack ----------------------------------------------------------------------- */
+
+/* a stable order of the rows by timestamp (merge sort of positions) */
+static int sort_order(const long long *ts, Py_ssize_t n, int32_t *order) {
+    int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    if (tmp == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) order[i] = (int32_t)i;
+    int32_t *a = order, *b = tmp;
+    for (Py_ssize_t width = 1; width < n; width *= 2) {
+        for (Py_ssize_t lo = 0; lo < n; lo += 2 * width) {
+            Py_ssize_t mid = lo + width < n ? lo + width : n;
+            Py_ssize_t hi = lo + 2 * width < n ? lo + 2 * width : n, i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) b[k++] = ts[a[j]] < ts[a[i]] ? a[j++] : a[i++];
+            while (i < mid) b[k++] = a[i++];
+            while (j < hi) b[k++] = a[j++];
+        }
+        int32_t *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != order) memcpy(order, a, sizeof(int32_t) * (size_t)n);
+    free(tmp);
+    return 0;
+}
+
+typedef struct {
+    long long minute;
+    int slot;
+    long long lines, bytes;
+    int used;
+} Tally;
+
+/* the tally of (minute, slot), in a table of cap (a power of two) entries */
+static Tally *tally_at(Tally *table, size_t cap, long long minute, int slot) {
+    size_t h = ((size_t)(minute / 1000000000LL) * 0x9E3779B97F4A7C15ULL + (size_t)slot) & (cap - 1);
+    while (table[h].used && (table[h].minute != minute || table[h].slot != slot))
+        h = (h + 1) & (cap - 1);
+    if (!table[h].used) {
+        table[h].used = 1;
+        table[h].minute = minute;
+        table[h].slot = slot;
+    }
+    return &table[h];
+}
+
+/* a level that msgspec writes as it is inside a JSON string */
+static int plain_level(PyObject *level, const char **text, Py_ssize_t *len) {
+    if (!PyUnicode_Check(level) || !PyUnicode_IS_ASCII(level)) return 0;
+    *text = (const char *)PyUnicode_DATA(level);
+    *len = PyUnicode_GET_LENGTH(level);
+    for (Py_ssize_t i = 0; i < *len; i++) {
+        unsigned char c = (unsigned char)(*text)[i];
+        if (c < 0x20 || c == '"' || c == '\\' || c == 0x7F) return 0;
+    }
+    return 1;
+}
+
+static int cmp_bytes(const void *a, const void *b) {
+    PyObject *x = *(PyObject *const *)a, *y = *(PyObject *const *)b;
+    Py_ssize_t nx = PyBytes_GET_SIZE(x), ny = PyBytes_GET_SIZE(y);
+    int c = memcmp(PyBytes_AS_STRING(x), PyBytes_AS_STRING(y), (size_t)(nx < ny ? nx : ny));
+    return c ? c : (nx > ny) - (nx < ny);
+}
+
+PyDoc_STRVAR(pack_doc,
+"pack(ts, text, ends, md, detect, minute_ns) -> tuple | None\n\n"
+"A stream's rows from json_push's columns (ts, text, ends), in arrival order: each row's\n"
+"metadata is `md` (a str, or None for none), or with `detect` (levels()'s arguments after\n"
+"the lines) the text {\"detected_level\": ...} of its line's level. Answers (hashes as\n"
+"int64 in arrival order, tallies {(minute, metadata text or ''): [lines, bytes]}, lines\n"
+"that are whole minutes, the rows' timestamps sorted as int64 deltas, the first position\n"
+"of that order, the order's int64 deltas, the lines' bytes in that order, their lengths'\n"
+"bytes shuffled, each row's int32 index into the sorted distinct metadata texts (b\"\"\n"
+"when none), those texts). None when a line's level is the Python code's to find, or\n"
+"when two rows repeat one another (same timestamp and hash): prepare.py then takes it.");
+
+static PyObject *pack(PyObject *self, PyObject *args) {
+    Py_buffer tsb, textb, endsb;
+    PyObject *md, *detect, *result = NULL, *slot_md[MAX_SLOTS], *slot_level[MAX_SLOTS];
+    PyObject *slot_text[MAX_SLOTS];
+    long long minute_ns;
+    int slots = 0, left_to_python = 0;
+    Detector d;
+    if (!PyArg_ParseTuple(args, "y*y*y*OOL", &tsb, &textb, &endsb, &md, &detect, &minute_ns))
+        return NULL;
+    Py_ssize_t n = tsb.len / 8;
+    const long long *ts = tsb.buf;
+    const uint32_t *ends = endsb.buf;
+    const unsigned char *text = textb.buf;
+    int32_t *order = NULL, *slot_of = NULL;
+    uint64_t *hashes = NULL;
+    Tally *table = NULL;
+    size_t cap = 16;
+    PyObject *hashes_b = NULL, *tallies = NULL, *keys_b = NULL, *order_b = NULL, *body_b = NULL;
+    PyObject *planes_b = NULL, *index_b = NULL, *texts = NULL;
+    if (endsb.len != n * 4 || n < 1 || minute_ns <= 0 ||
+        (n && (Py_ssize_t)ends[n - 1] != textb.len) || (md != Py_None && !PyUnicode_Check(md))) {
+        PyErr_SetString(PyExc_ValueError, "pack: columns of one length expected");
+        goto done;
+    }
+    if (detect != Py_None) {
+        if (!PyTuple_Check(detect) || PyTuple_GET_SIZE(detect) != 8) {
+            PyErr_SetString(PyExc_TypeError, "detect: levels()'s eight arguments");
+            goto done;
+        }
+        PyObject **a = &PyTuple_GET_ITEM(detect, 0);
+        if (detector_of(&d, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]) < 0) goto done;
+    }
+    order = malloc(sizeof(int32_t) * (size_t)n);
+    slot_of = malloc(sizeof(int32_t) * (size_t)n);
+    hashes = malloc(sizeof(uint64_t) * (size_t)n);
+    while (cap < 2 * (size_t)n) cap *= 2;
+    table = calloc(cap, sizeof(Tally));
+    if (order == NULL || slot_of == NULL || hashes == NULL || table == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* each row's metadata slot */
+    if (detect == Py_None) {
+        if (md != Py_None) {
+            PyObject *b = PyUnicode_AsEncodedString(md, "utf-8", "surrogatepass");
+            if (b == NULL) goto done;
+            slot_md[0] = b;
+            slot_level[0] = NULL;
+            slot_text[0] = Py_NewRef(md);
+            slots = 1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) slot_of[i] = slots ? 0 : -1;
+    } else {
+        for (Py_ssize_t i = 0; i < n && !left_to_python; i++) {
+            uint32_t start = i ? ends[i - 1] : 0;
+            const unsigned char *line = text + start;
+            Py_ssize_t len = (Py_ssize_t)(ends[i] - start);
+            for (Py_ssize_t k = 0; k < len; k++)
+                if (line[k] & 0x80) {
+                    left_to_python = 1;
+                    break;
+                }
+            if (left_to_python) break;
+            PyObject *level = line_level(&d, line, len);
+            if (level == NULL) goto done;
+            if (level == Py_None) { /* a JSON line msgspec reads */
+                Py_DECREF(level);
+                left_to_python = 1;
+                break;
+            }
+            int k = 0;
+            for (; k < slots; k++)
+                if (slot_level[k] == level || PyUnicode_Compare(slot_level[k], level) == 0) break;
+            if (k == slots) {
+                const char *lt;
+                Py_ssize_t ll;
+                if (PyErr_Occurred() || slots == MAX_SLOTS || !plain_level(level, &lt, &ll)) {
+                    Py_DECREF(level);
+                    if (PyErr_Occurred()) goto done;
+                    left_to_python = 1;
+                    break;
+                }
+                PyObject *t = PyUnicode_FromFormat("{\"detected_level\":\"%U\"}", level);
+                PyObject *b = t ? PyUnicode_AsUTF8String(t) : NULL;
+                if (b == NULL) {
+                    Py_XDECREF(t);
+                    Py_DECREF(level);
+                    goto done;
+                }
+                slot_level[k] = Py_NewRef(level);
+                slot_md[k] = b;
+                slot_text[k] = t;
+                slots++;
+            }
+            Py_DECREF(level);
+            slot_of[i] = k;
+        }
+        if (left_to_python) goto done;
+    }
+    /* hashes, tallies, and whether the rows come in time order */
+    int sorted = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t start = i ? ends[i - 1] : 0, len = ends[i] - start;
+        const Bytef *mdp = (const Bytef *)"";
+        uInt mdn = 0;
+        if (slot_of[i] >= 0) {
+            mdp = (const Bytef *)PyBytes_AS_STRING(slot_md[slot_of[i]]);
+            mdn = (uInt)PyBytes_GET_SIZE(slot_md[slot_of[i]]);
+        }
+        uLong crc = crc32(crc32(0L, text + start, len), mdp, mdn);
+        uLong ad = adler32(adler32(1L, text + start, len), mdp, mdn);
+        hashes[i] = ((uint64_t)(ad & 0x7FFFFFFFUL) << 32) | (uint64_t)(crc & 0xFFFFFFFFUL);
+        long long rem = ts[i] % minute_ns;
+        if (rem < 0) rem += minute_ns;
+        Tally *t = tally_at(table, cap, ts[i] - rem, slot_of[i]);
+        t->lines += 1;
+        t->bytes += len;
+        if (i && ts[i] < ts[i - 1]) sorted = 0;
+    }
+    if (sorted) {
+        for (Py_ssize_t i = 0; i < n; i++) order[i] = (int32_t)i;
+    } else if (sort_order(ts, n, order) < 0) {
+        goto done;
+    }
+    /* repeats: rows of one timestamp (adjacent once sorted) with one hash */
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t j = i + 1; j < n && ts[order[j]] == ts[order[i]]; j++)
+            if (hashes[order[j]] == hashes[order[i]]) {
+                left_to_python = 1;
+                goto done;
+            }
+    /* the pack's columns in time order */
+    hashes_b = PyBytes_FromStringAndSize((const char *)hashes, (Py_ssize_t)(8 * n));
+    keys_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * n));
+    order_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * (n - 1)));
+    planes_b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * n));
+    body_b = sorted ? PyBytes_FromStringAndSize((const char *)text, textb.len)
+                    : PyBytes_FromStringAndSize(NULL, textb.len);
+    index_b = PyBytes_FromStringAndSize(NULL, slots ? (Py_ssize_t)(4 * n) : 0);
+    texts = PyList_New(slots);
+    tallies = PyDict_New();
+    if (!hashes_b || !keys_b || !order_b || !planes_b || !body_b || !index_b || !texts ||
+        !tallies)
+        goto done;
+    long long *keys = (long long *)PyBytes_AS_STRING(keys_b);
+    long long *deltas = (long long *)PyBytes_AS_STRING(order_b);
+    unsigned char *planes = (unsigned char *)PyBytes_AS_STRING(planes_b);
+    char *body = PyBytes_AS_STRING(body_b);
+    long long aligned = 0;
+    size_t at = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int32_t i = order[j];
+        uint32_t start = i ? ends[i - 1] : 0, len = ends[i] - start;
+        keys[j] = j ? ts[i] - ts[order[j - 1]] : ts[i];
+        if (j) deltas[j - 1] = (long long)i - order[j - 1];
+        if (ts[i] % minute_ns == 0) aligned++;
+        for (int b = 0; b < 4; b++) planes[b * n + j] = (unsigned char)(len >> (8 * b));
+        if (!sorted) memcpy(body + at, text + start, len);
+        at += len;
+    }
+    /* the metadata texts sorted (as Python sorts str: by code point, here bytes) */
+    int rank[MAX_SLOTS];
+    if (slots) {
+        PyObject *by[MAX_SLOTS];
+        for (int k = 0; k < slots; k++) by[k] = slot_md[k];
+        qsort(by, (size_t)slots, sizeof(PyObject *), cmp_bytes);
+        for (int k = 0; k < slots; k++)
+            for (int r = 0; r < slots; r++)
+                if (by[r] == slot_md[k]) {
+                    rank[k] = r;
+                    PyList_SET_ITEM(texts, r, Py_NewRef(slot_text[k]));
+                }
+        int32_t *index = (int32_t *)PyBytes_AS_STRING(index_b);
+        for (Py_ssize_t j = 0; j < n; j++) index[j] = rank[slot_of[order[j]]];
+    }
+    PyObject *empty = PyUnicode_FromStringAndSize("", 0);
+    if (empty == NULL) goto done;
+    for (size_t h = 0; h < cap; h++) {
+        if (!table[h].used) continue;
+        PyObject *key = Py_BuildValue("(LO)", table[h].minute,
+                                      table[h].slot >= 0 ? slot_text[table[h].slot] : empty);
+        PyObject *val = key ? Py_BuildValue("[LL]", table[h].lines, table[h].bytes) : NULL;
+        int bad = val == NULL || PyDict_SetItem(tallies, key, val) < 0;
+        Py_XDECREF(key);
+        Py_XDECREF(val);
+        if (bad) {
+            Py_DECREF(empty);
+            goto done;
+        }
+    }
+    Py_DECREF(empty);
+    result = Py_BuildValue("(OOLOiOOOOO)", hashes_b, tallies, aligned, keys_b,
+                           (int)order[0], order_b, body_b, planes_b, index_b, texts);
+done:
+    for (int k = 0; k < slots; k++) {
+        Py_XDECREF(slot_md[k]);
+        Py_XDECREF(slot_text[k]);
+        if (detect != Py_None) Py_XDECREF(slot_level[k]);
+    }
+    Py_XDECREF(hashes_b);
+    Py_XDECREF(tallies);
+    Py_XDECREF(keys_b);
+    Py_XDECREF(order_b);
+    Py_XDECREF(body_b);
+    Py_XDECREF(planes_b);
+    Py_XDECREF(index_b);
+    Py_XDECREF(texts);
+    free(order);
+    free(slot_of);
+    free(hashes);
+    free(table);
+    PyBuffer_Release(&tsb);
+    PyBuffer_Release(&textb);
+    PyBuffer_Release(&endsb);
+    if (result == NULL && !PyErr_Occurred() && left_to_python) Py_RETURN_NONE;
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"json_push", json_push, METH_VARARGS, json_push_doc},
+    {"pack", pack, METH_VARARGS, pack_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_pushcolumns",
+    "A JSON push read into columns, a stream's columns into a pack; Python is the fallback.",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__pushcolumns(void) {
+    init_tables();
+    return PyModule_Create(&module);
+}
