@@ -6,7 +6,8 @@
  *
  * Both answer exactly as the Python code (decode.py, prepare.py, packs.py) or None for what
  * they do not take: a body msgspec might read another way (an escaped field name, a lone
- * surrogate, invalid UTF-8, a null, metadata, an unknown field, a timestamp that is not plain digits)
+ * surrogate, invalid UTF-8, a null, metadata, an unknown field, a timestamp that is not
+ * plain digits)
  * and a stream whose levels the Python code decides (a non-ASCII line, a JSON line the C
  * parser leaves to msgspec). tests/ingest/test_pushcolumns.py holds both to one answer. */
 #define PY_SSIZE_T_CLEAN
@@ -17,36 +18,11 @@
 #include <zlib.h>
 
 #include "levelscan.h"
+#include "pushbuf.h"
 
 #define MAX_SLOTS 64 /* distinct metadata texts of a stream's lines; more: the Python code */
 #define NOT_PLAIN -1 /* the body or stream is left to the Python code */
 #define FAILED -2    /* a Python exception is set */
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-} Grow;
-
-static int reserve(Grow *g, size_t more) {
-    if (g->n + more <= g->cap) return 0;
-    size_t cap = g->cap ? g->cap : 4096;
-    while (cap < g->n + more) cap *= 2;
-    char *p = realloc(g->p, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return FAILED;
-    }
-    g->p = p;
-    g->cap = cap;
-    return 0;
-}
-
-static int put(Grow *g, const void *data, size_t n) {
-    if (reserve(g, n) < 0) return FAILED;
-    memcpy(g->p + g->n, data, n);
-    g->n += n;
-    return 0;
-}
 
 /* -- the body ----------------------------------------------------------------------------- */
 
@@ -67,30 +43,6 @@ static int expect(Scan *s, unsigned char c) {
     if (s->p >= s->end || *s->p != c) return NOT_PLAIN;
     s->p++;
     ws(s);
-    return 0;
-}
-
-/* the length of the valid UTF-8 sequence at s (strict: no overlong form, no surrogate, at
- * most U+10FFFF, as Python's decoder), 0 when there is none */
-static int utf8_seq(const unsigned char *s, const unsigned char *end) {
-    unsigned char c = s[0];
-    Py_ssize_t left = end - s;
-    if (c >= 0xC2 && c <= 0xDF)
-        return left >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (left < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-        if (c == 0xED && s[1] >= 0xA0) return 0; /* a surrogate */
-        return 3;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (left < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
-            (s[3] & 0xC0) != 0x80)
-            return 0;
-        if (c == 0xF0 && s[1] < 0x90) return 0;
-        if (c == 0xF4 && s[1] >= 0x90) return 0;
-        return 4;
-    }
     return 0;
 }
 
@@ -290,10 +242,6 @@ static int values(Scan *s) {
         }
         if ((rc = expect(s, ',')) < 0) return rc;
     }
-}
-
-static PyObject *bytes_of(Grow *g) {
-    return PyBytes_FromStringAndSize(g->p ? g->p : "", (Py_ssize_t)g->n);
 }
 
 /* one stream object, appended to `out` as (pairs, ts, text, ends, ascii, min_ts, max_ts,

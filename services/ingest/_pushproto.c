@@ -11,6 +11,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "pushbuf.h"
+
 typedef struct {
     const unsigned char *p, *end;
 } Buf;
@@ -71,6 +73,7 @@ static PyObject *text(Buf *s) {
 
 /* outcome of a part: read, not for this reader (None), or a Python error */
 enum { READ = 1, OTHER = 0, FAILED = -1 };
+
 
 #define GIVE_UP(x) do { result = (x); goto done; } while (0)
 
@@ -229,8 +232,138 @@ static PyObject *streams(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* -- columns (services/ingest/columns.py) --------------------------------------------------- */
+
+/* a stream's lines as one buffer, their ends and timestamps */
+typedef struct {
+    Grow text, ts, ends;
+    int ascii;
+} Cols;
+
+/* one EntryAdapter without metadata into the columns; OTHER for any other entry */
+static int entry_into(Buf *b, Cols *c, long long ts_min, long long ts_max) {
+    long long seconds = 0, nanos = 0, ts;
+    int stamped = 0, lined = 0;
+    Buf s, line = {NULL, NULL};
+    while (b->p < b->end) {
+        int field, wire;
+        if (!next_key(b, &field, &wire)) return OTHER;
+        if (field == 1) {
+            if (wire != 2 || stamped++ || !delimited(b, &s)) return OTHER;
+            if (timestamp(&s, &seconds, &nanos) != READ) return OTHER;
+        } else if (field == 2) {
+            if (wire != 2 || lined++ || !delimited(b, &line)) return OTHER;
+        } else if (field == 3 || field == 4 || !skip(b, wire)) {
+            return OTHER; /* metadata: the entries' reader takes it */
+        }
+    }
+    if (__builtin_mul_overflow(seconds, 1000000000LL, &ts) ||
+        __builtin_add_overflow(ts, nanos, &ts) || ts < ts_min || ts > ts_max)
+        return OTHER;
+    size_t n = lined ? (size_t)(line.end - line.p) : 0;
+    if (n && !utf8_valid(line.p, n, &c->ascii)) return OTHER;
+    if (c->text.n + n > 0xFFFFFFFFu) return OTHER;
+    if (n && put(&c->text, line.p, n) < 0) return FAILED;
+    uint32_t end = (uint32_t)c->text.n;
+    if (put(&c->ts, &ts, 8) < 0 || put(&c->ends, &end, 4) < 0) return FAILED;
+    return READ;
+}
+
+/* one StreamAdapter as columns.py's tuple, appended to `out` */
+static int stream_columns(Buf *b, Cols *c, PyObject *out, long long ts_min, long long ts_max,
+                          Py_ssize_t max_labels) {
+    PyObject *labels = NULL, *item;
+    int result = OTHER;
+    Buf s;
+    c->text.n = c->ts.n = c->ends.n = 0;
+    c->ascii = 1;
+    while (b->p < b->end) {
+        int field, wire;
+        if (!next_key(b, &field, &wire)) GIVE_UP(OTHER);
+        if (field == 1) {
+            if (wire != 2 || labels != NULL || !delimited(b, &s)) GIVE_UP(OTHER);
+            if (s.end - s.p > max_labels) GIVE_UP(OTHER);
+            if ((labels = text(&s)) == NULL) GIVE_UP(PyErr_Occurred() ? FAILED : OTHER);
+        } else if (field == 2) {
+            if (wire != 2 || !delimited(b, &s)) GIVE_UP(OTHER);
+            int r = entry_into(&s, c, ts_min, ts_max);
+            if (r != READ) GIVE_UP(r);
+        } else if ((field == 3 && wire != 0) || !skip(b, wire)) {
+            GIVE_UP(OTHER);
+        }
+    }
+    if (labels == NULL && (labels = PyUnicode_FromStringAndSize("", 0)) == NULL)
+        GIVE_UP(FAILED);
+    Py_ssize_t n = (Py_ssize_t)(c->ts.n / 8);
+    const long long *ts = (const long long *)c->ts.p;
+    const uint32_t *ends = (const uint32_t *)c->ends.p;
+    long long lo = 0, hi = 0;
+    uint32_t longest = 0, start = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i == 0 || ts[i] < lo) lo = ts[i];
+        if (i == 0 || ts[i] > hi) hi = ts[i];
+        if (ends[i] - start > longest) longest = ends[i] - start;
+        start = ends[i];
+    }
+    item = Py_BuildValue("(ONNNOLLk)", labels, bytes_of(&c->ts), bytes_of(&c->text),
+                         bytes_of(&c->ends), c->ascii ? Py_True : Py_False, lo, hi,
+                         (unsigned long)longest);
+    if (item == NULL) GIVE_UP(FAILED);
+    result = PyList_Append(out, item) < 0 ? FAILED : READ;
+    Py_DECREF(item);
+done:
+    Py_XDECREF(labels);
+    return result;
+}
+
+PyDoc_STRVAR(columns_doc,
+"columns(body, ts_min, ts_max, max_labels)\n\n"
+"An inflated PushRequest whose entries carry no metadata, as one tuple per stream: (labels\n"
+"text, timestamps as int64, the lines' UTF-8 bytes joined, each line's end as uint32,\n"
+"whether every line is ASCII, the oldest and newest timestamp, the longest line's bytes).\n"
+"None for any other body: streams() or the generated classes read it.");
+
+static PyObject *columns(PyObject *self, PyObject *args) {
+    Py_buffer body;
+    long long ts_min, ts_max;
+    Py_ssize_t max_labels;
+    Cols c;
+    memset(&c, 0, sizeof c);
+    if (!PyArg_ParseTuple(args, "y*LLn", &body, &ts_min, &ts_max, &max_labels)) return NULL;
+    PyObject *out = PyList_New(0);
+    int result = out == NULL ? FAILED : READ;
+    Buf b = {(const unsigned char *)body.buf, (const unsigned char *)body.buf + body.len}, s;
+    while (result == READ && b.p < b.end) {
+        int field, wire;
+        if (!next_key(&b, &field, &wire)) {
+            result = OTHER;
+            break;
+        }
+        if (field == 1) {
+            result = wire == 2 && delimited(&b, &s) ?
+                stream_columns(&s, &c, out, ts_min, ts_max, max_labels) : OTHER;
+        } else if (field == 2) {
+            PyObject *t = NULL;
+            if (wire != 2 || !delimited(&b, &s) || (t = text(&s)) == NULL)
+                result = PyErr_Occurred() ? FAILED : OTHER;
+            Py_XDECREF(t);
+        } else if (!skip(&b, wire)) {
+            result = OTHER;
+        }
+    }
+    PyBuffer_Release(&body);
+    free(c.text.p);
+    free(c.ts.p);
+    free(c.ends.p);
+    if (result == READ) return out;
+    Py_XDECREF(out);
+    if (result == FAILED) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"streams", streams, METH_VARARGS, streams_doc},
+    {"columns", columns, METH_VARARGS, columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

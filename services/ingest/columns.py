@@ -30,27 +30,23 @@ except ImportError:  # pragma: no cover - a checkout whose C files did not build
 
 
 class ColumnStream:
-    """One stream of a JSON push as `_pushcolumns.json_push` read it: label pairs in the order
-    sent, timestamps (int64), the lines' UTF-8 bytes joined and each one's end (uint32).
-    `labels` and `entries` are a RawStream's, made when asked for."""
+    """One stream of a push as the C readers give it (`_pushcolumns.json_push`,
+    `_pushproto.columns`): a RawStream's label pairs, timestamps (int64), the lines' UTF-8
+    bytes joined and each one's end (uint32). `entries` is a RawStream's, made when asked
+    for."""
 
-    __slots__ = ("pairs", "ts", "text", "ends", "ascii", "min_ts", "max_ts", "longest",
+    __slots__ = ("labels", "ts", "text", "ends", "ascii", "min_ts", "max_ts", "longest",
                  "_entries")
 
-    def __init__(self, pairs: list[tuple[str, str]], ts: bytes, text: bytes, ends: bytes,
+    def __init__(self, labels: list[tuple[str, str]], ts: bytes, text: bytes, ends: bytes,
                  ascii_only: bool, min_ts: int, max_ts: int, longest: int) -> None:
-        self.pairs, self.ts, self.text, self.ends = pairs, ts, text, ends
+        self.labels, self.ts, self.text, self.ends = labels, ts, text, ends
         self.ascii, self.min_ts, self.max_ts, self.longest = ascii_only, min_ts, max_ts, longest
         self._entries: list | None = None
 
     @property
     def rows(self) -> int:
         return len(self.ts) // 8
-
-    @property
-    def labels(self) -> list[tuple[str, str]]:
-        # a name sent twice keeps its first place and its last value, as msgspec's dict
-        return list(dict(self.pairs).items())
 
     @property
     def entries(self) -> list[tuple[int, str, None]]:
@@ -72,7 +68,10 @@ def read_json(body: bytes, ts_min: int, ts_max: int) -> list[ColumnStream] | Non
     if pushcolumns is None:
         return None
     read = pushcolumns.json_push(body, ts_min, ts_max)
-    return None if read is None else [ColumnStream(*stream) for stream in read]
+    if read is None:
+        return None
+    # a name sent twice keeps its first place and its last value, as msgspec's dict
+    return [ColumnStream(list(dict(pairs).items()), *rest) for pairs, *rest in read]
 
 
 class Packed(NamedTuple):

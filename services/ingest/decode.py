@@ -302,7 +302,8 @@ def snappy_size(body: bytes, limit: int) -> int:
 JSON_MEDIA = "application/json"
 
 
-def decode_body(media: str, body: bytes, limit: int, hold: Held | None) -> list[RawStream]:
+def decode_body(media: str, body: bytes, limit: int, hold: Held | None
+                ) -> list[RawStream | ColumnStream]:
     """A push body of Loki's JSON, or else of its snappy protobuf (`hold`: None when the
     inflated size is counted elsewhere)."""
     if media == JSON_MEDIA:
@@ -310,7 +311,8 @@ def decode_body(media: str, body: bytes, limit: int, hold: Held | None) -> list[
     return decode_protobuf(body, limit, hold)
 
 
-def decode_protobuf(body: bytes, limit: int, hold: Held | None) -> list[RawStream]:
+def decode_protobuf(body: bytes, limit: int, hold: Held | None
+                    ) -> list[RawStream | ColumnStream]:
     declared = snappy_size(body, limit)
     if hold is not None:
         hold.add(max(declared, 0))
@@ -319,6 +321,10 @@ def decode_protobuf(body: bytes, limit: int, hold: Held | None) -> list[RawStrea
     except Exception:  # noqa: BLE001 - python-snappy raises several types for bad input
         raise PushError(400, "snappy: corrupt input") from None
     if pushproto is not None:
+        # entries without metadata: one buffer of lines per stream (services/ingest/columns.py)
+        cols = pushproto.columns(raw, TS_MIN, TS_MAX, MAX_LABELS_BYTES)
+        if cols is not None:
+            return [ColumnStream(_label_pairs(labels), *rest) for labels, *rest in cols]
         read = pushproto.streams(raw, TS_MIN, TS_MAX, MAX_LABELS_BYTES)
         if read is not None:
             return [RawStream(_label_pairs(labels), entries) for labels, entries in read]

@@ -74,7 +74,8 @@ static inline int lower_equals(const unsigned char *s, const char *word, Py_ssiz
 }
 
 /* the keyword scan: index of the word found leftmost (the longer first at one place), -1 */
-static inline int keyword_at(const unsigned char *s, Py_ssize_t n, const Words *kw, const Edges *ed) {
+static inline int keyword_at(const unsigned char *s, Py_ssize_t n, const Words *kw,
+                             const Edges *ed) {
     for (Py_ssize_t p = -1; p < n; p++) {
         if (p >= 0 && !ed->left[s[p]]) continue;
         for (int k = 0; k < kw->n; k++) {

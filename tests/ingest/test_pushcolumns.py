@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 
 import pytest
+import snappy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config import LimitsConfig
 from logql.model import TS_MAX, TS_MIN
+from proto import push_pb2
 from services.ingest import columns
+from services.ingest import decode as decode_module
 from services.ingest.columns import ColumnStream, read_json
-from services.ingest.decode import decode_json
+from services.ingest.decode import decode_json, decode_protobuf
 from services.ingest.prepare import Preparer
 from storage.row_columns import RowColumns
 from tests.conftest import needs
@@ -39,7 +42,8 @@ def body_of(streams: list[tuple[dict, list]]) -> bytes:
 
 READ_IN_C = [
     body_of([({"job": "a"}, [["1", "plain"], ["2", "tab\there \"quoted\" back\\slash"]])]),
-    rb'{"streams":[{"stream":{"job":"a"},"values":[["5","\u00e9t\u00e9 \ud83d\ude00 \/ \b\f\r\n"]]}]}',
+    rb'{"streams":[{"stream":{"job":"a"},"values":[["5","\u00e9t\u00e9 \ud83d\ude00 \/ \b\f"]]}]}',
+    rb'{"streams":[{"stream":{"job":"a"},"values":[["5","\r\n\t\"\\ \u0041"]]}]}',
     '{"streams":[{"stream":{"job":"é"},"values":[["7","raw ütf-8 ✓ 😀"]]}]}'.encode(),
     # a name sent twice: its first place, its last value (msgspec's dict)
     rb'{"streams":[{"stream":{"a":"1","b":"2","a":"3"},"values":[["1","x"]]}]}',
@@ -235,3 +239,35 @@ def test_refused_entries_and_streams_answer_as_before():
     assert assert_alike(body) == [False, True]
     long_lines = body_of([({"job": "c"}, values_of(lines_of(40)))])
     assert assert_alike(long_lines, lim) == [False]
+
+
+def test_a_protobuf_push_is_packed_in_c_alike():
+    """Promtail's and Alloy's bodies: read as columns by _pushproto.columns, packed as a
+    JSON push is, prepared as the generated classes' entries are."""
+    req = push_pb2.PushRequest()
+    for labels, count in (('{job="a", env="x"}', 40), ('{job="b"}', 33), ('{job="c"}', 5)):
+        stream = req.streams.add(labels=labels)
+        for i, line in enumerate(lines_of(count)):
+            entry = stream.entries.add(line=line)
+            entry.timestamp.seconds, entry.timestamp.nanos = divmod(NOW + i * 10**9, 10**9)
+    body = snappy.compress(req.SerializeToString())
+    lim = LimitsConfig()
+
+    def run(fast: bool):
+        saved = decode_module.pushproto
+        if not fast:
+            decode_module.pushproto = None
+        try:
+            streams = decode_protobuf(body, 1 << 30, None)
+            return [type(s) is ColumnStream for s in streams], \
+                Preparer().prepare(streams, NOW + 10**12, lim)
+        finally:
+            decode_module.pushproto = saved
+
+    (read_as_columns, (fast, fast_outcome)), (_, (slow, slow_outcome)) = run(True), run(False)
+    assert read_as_columns == [True, True, True]
+    assert [packed_in_c(ps) for ps in fast] == [True, True, False]
+    assert fast_outcome == slow_outcome
+    for a, b in zip(fast, slow, strict=True):
+        assert (a.labels, a.canonical, a.tallies, a.size, list(a.rows), a.pack) == \
+            (b.labels, b.canonical, b.tallies, b.size, list(b.rows), b.pack)
