@@ -48,13 +48,27 @@ class PreparedStream:
     pack: PackParts | None = None
     repeats: int = 0  # rows `pack_rows` dropped as repeats within the push
 
-    def __getstate__(self) -> dict:
+    def __reduce__(self):
         # pickled by a query worker for the server: a pack's rows go as columns, made into
-        # tuples only if the server reads them (storage/row_columns.py)
-        state = self.__dict__.copy()
-        if self.pack is not None and type(self.rows) is list:
-            state["rows"] = RowColumns.of(self.rows, self.pack)
-        return state
+        # tuples only if the server reads them (storage/row_columns.py); the tallies as one
+        # flat tuple, not a tuple and a list each (unpickled on the server's interpreter)
+        rows = self.rows
+        if self.pack is not None and type(rows) is list:
+            rows = RowColumns.of(rows, self.pack)
+        # (minute, md), [lines, bytes], ... flattened in C: minute, md, lines, bytes, ...
+        flat = None if self.tallies is None else \
+            tuple(chain.from_iterable(chain.from_iterable(self.tallies.items())))
+        return (_unpickled_stream, (self.labels, self.canonical, rows, self.first_ts,
+                                    self.last_ts, self.size, flat, self.pack, self.repeats))
+
+
+def _unpickled_stream(labels: dict[str, str], canonical: str, rows, first_ts: int,
+                      last_ts: int, size: int, flat: tuple | None, pack: PackParts | None,
+                      repeats: int) -> PreparedStream:
+    tallies = None if flat is None else \
+        {(flat[i], flat[i + 1]): [flat[i + 2], flat[i + 3]] for i in range(0, len(flat), 4)}
+    return PreparedStream(labels, canonical, rows, first_ts, last_ts, size, tallies, pack,
+                          repeats)
 
 
 def pack_rows(ps: PreparedStream) -> None:

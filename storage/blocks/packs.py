@@ -40,6 +40,13 @@ class PackParts:
     metadata: bytes
     lines: bytes
 
+    def __reduce__(self):
+        # pickled by a query worker for the server: the fields in order, not a dict of
+        # them (a realistic push has 30 packs)
+        return (PackParts, (self.min_ts, self.max_ts, self.rows, self.bytes, self.flags,
+                            self.aligned, self.md_names, self.ts_deltas, self.first_order,
+                            self.order_deltas, self.lengths, self.metadata, self.lines))
+
     def block(self, first_id: int) -> B.EncodedBlock:
         """The pack with entry ids first_id, first_id + 1, ... in the order the rows were
         given (writer)."""
