@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
 from logql.errors import QueryTimeout
+from storage import sqlbatch
 from storage.dir_lock import DataDirLock
 from storage.stream_ids import StreamIds
 
@@ -263,6 +264,7 @@ class Database:
         # the writer copies the WAL into the database after it has answered a batch, not
         # inside the COMMIT of whichever push filled 1,000 pages (that push's reply waited)
         conn.execute("PRAGMA wal_autocheckpoint = 0")
+        sqlbatch.attach(conn)  # a push's writes run with the GIL given up once
         self._writer_conn = conn
         self._writer = threading.Thread(target=self._write_loop, name="logstore-writer",
                                         daemon=True)
@@ -288,6 +290,7 @@ class Database:
                 self._writer_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error:
                 pass
+            sqlbatch.detach(self._writer_conn)
             self._writer_conn.close()
             self._writer_conn = None
         self.lock.release()

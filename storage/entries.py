@@ -21,12 +21,13 @@ from typing import Iterable, Iterator
 
 from logql.model import MINUTE_NS
 from storage.blocks import codec as B, sealing
-from storage.blocks.catalog import insert_blocks
+from storage import sqlbatch
+from storage.blocks.catalog import block_statements
 from storage.blocks.packs import PackParts, encode_columns, encode_rows
-from storage.inserts import execute_values
+from storage.inserts import execute_values, values_statements
 from storage.row_columns import RowColumns, ts_range
 from storage.stream_ids import StreamIds
-from storage.streams import extend_stream_ranges, stream_ids_for
+from storage.streams import stream_ids_for, stream_range_statements
 
 DEFAULT_WINDOW_NS = 3600 * 10**9  # storage.block_window's default
 
@@ -194,7 +195,10 @@ def append(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
     streams = [ps for ps in streams if ps.rows]
     if not streams:
         return result
-    first_id = next_id = newest_head_id(conn) + 1
+    newest, last_block_id = conn.execute(
+        "SELECT max((SELECT coalesce(max(id), 0) FROM entries), max_id), last_block_id "
+        "FROM seal_state WHERE id = 1").fetchone()
+    first_id = next_id = newest + 1
     sids, created = stream_ids_for(conn, ids, tenant, streams)
     older = [sid for sid in sids if sid not in created]
     horizons = sealing.sealed_horizons(conn, older) if older else {}
@@ -272,10 +276,12 @@ def append(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
             conn.execute(ROLLUP_NEW_ROWS, (MINUTE_NS, first_id - 1))
     result.duplicates = offered - result.inserted
     result.packed = [sid for sid, _ in packs]
-    insert_blocks(conn, packs, max_id=next_id - 1)
-    extend_stream_ranges(conn, [(ps.first_ts, ps.last_ts, sid)
-                                for sid, ps in zip(sids, streams) if sid not in created])
-    execute_values(conn, ADD_TALLIES, 5, tallies)
+    # the rest in one call, the GIL given up once (storage/sqlbatch.py)
+    sqlbatch.run(conn, [
+        *block_statements(packs, last_block_id, max_id=next_id - 1),
+        *stream_range_statements([(ps.first_ts, ps.last_ts, sid)
+                                  for sid, ps in zip(sids, streams) if sid not in created]),
+        *values_statements(ADD_TALLIES, 5, tallies)])
     return result
 
 

@@ -30,18 +30,27 @@ def _sql(template: str, width: int, rows: int) -> str:
     return template.replace("{values}", ", ".join([one] * rows))
 
 
-def execute_values(conn: sqlite3.Connection, template: str, width: int,
-                   rows: Iterable[Sequence]) -> None:
+def values_statements(template: str, width: int,
+                      rows: Iterable[Sequence]) -> list[tuple[str, list]]:
     """`template` with `{values}` replaced by `(?, ...), (?, ...)` for rows of `width` values,
-    run over every row in order: ROWS_PER_STATEMENT rows a statement, the rest in statements
-    of 64, 32, ... 1 rows, so that a template has at most eight texts to prepare and cache.
-    For `INSERT INTO t (...) VALUES {values} [ON CONFLICT ...]` the rows go in one after the
-    other, as with `executemany`."""
+    as statements over every row in order: ROWS_PER_STATEMENT rows a statement, the rest in
+    statements of 64, 32, ... 1 rows, so that a template has at most eight texts to prepare
+    and cache. For `INSERT INTO t (...) VALUES {values} [ON CONFLICT ...]` the rows go in one
+    after the other, as with `executemany`."""
     flat = list(chain.from_iterable(rows))
     n = len(flat) // width
     most = min(ROWS_PER_STATEMENT, MAX_PARAMETERS // width)
+    out = []
     done = 0
     while done < n:
         k = most if n - done >= most else 1 << ((n - done).bit_length() - 1)
-        conn.execute(_sql(template, width, k), flat[done * width:(done + k) * width])
+        out.append((_sql(template, width, k), flat[done * width:(done + k) * width]))
         done += k
+    return out
+
+
+def execute_values(conn: sqlite3.Connection, template: str, width: int,
+                   rows: Iterable[Sequence]) -> None:
+    """values_statements run now."""
+    for sql, params in values_statements(template, width, rows):
+        conn.execute(sql, params)

@@ -105,17 +105,26 @@ def stream_ids_for(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
 def extend_stream_ranges(conn: sqlite3.Connection,
                          ranges: Sequence[tuple[int, int, int]]) -> None:
     """(first, last, stream id) each: widen the streams' time ranges to include them."""
+    for sql, params in stream_range_statements(ranges):
+        conn.execute(sql, params)
+
+
+def stream_range_statements(ranges: Sequence[tuple[int, int, int]]
+                            ) -> list[tuple[str, tuple]]:
+    """extend_stream_ranges as statements to run later (storage/sqlbatch.py)."""
     # a stream named twice is merged first: `UPDATE ... FROM` updates a row once, from
     # either of the rows that name it
     widest: dict[int, tuple[int, int]] = {}
     for first, last, sid in ranges:
         had = widest.get(sid)
         widest[sid] = (first, last) if had is None else (min(had[0], first), max(had[1], last))
-    if widest:  # one statement, not a step per stream (storage/inserts.py)
-        conn.execute("UPDATE streams SET first_ts = min(first_ts, v.value ->> 1), "
-                     "last_ts = max(last_ts, v.value ->> 2) FROM json_each(?) v "
-                     "WHERE streams.id = v.value ->> 0",
-                     (json.dumps([(sid, *span) for sid, span in widest.items()]),))
+    if not widest:
+        return []
+    # one statement, not a step per stream (storage/inserts.py)
+    return [("UPDATE streams SET first_ts = min(first_ts, v.value ->> 1), "
+             "last_ts = max(last_ts, v.value ->> 2) FROM json_each(?) v "
+             "WHERE streams.id = v.value ->> 0",
+             (json.dumps([(sid, *span) for sid, span in widest.items()]),))]
 
 
 # -- read side -----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from storage.inserts import execute_values
+from storage.inserts import execute_values, values_statements
 from storage.stream_set import stream_condition
 
 
@@ -179,13 +179,31 @@ def insert_blocks(conn: sqlite3.Connection, blocks: Sequence[tuple[int, object]]
     last = conn.execute("UPDATE seal_state SET last_block_id = last_block_id + ?, "
                         "max_id = max(max_id, ?) WHERE id = 1 RETURNING last_block_id",
                         (len(blocks), max_id)).fetchone()[0]
-    execute_values(
-        conn, "INSERT INTO blocks (id, stream_id, min_ts, max_ts, rows, bytes, min_id, max_id, "
-        "flags, aligned, md_names, bloom, keys, lengths, metadata, lines) VALUES {values}", 16,
-        [(block_id, sid, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
-          b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)
-         for block_id, (sid, b) in enumerate(blocks, last - len(blocks) + 1)])
+    execute_values(conn, INSERT_BLOCKS, 16, _block_rows(blocks, last - len(blocks) + 1))
     return last
+
+
+INSERT_BLOCKS = ("INSERT INTO blocks (id, stream_id, min_ts, max_ts, rows, bytes, min_id, "
+                 "max_id, flags, aligned, md_names, bloom, keys, lengths, metadata, lines) "
+                 "VALUES {values}")
+
+
+def _block_rows(blocks: Sequence[tuple[int, object]], first_id: int) -> list[tuple]:
+    return [(block_id, sid, b.min_ts, b.max_ts, b.rows, b.bytes, b.min_id, b.max_id, b.flags,
+             b.aligned, b.md_names, b.bloom, b.keys, b.lengths, b.metadata, b.lines)
+            for block_id, (sid, b) in enumerate(blocks, first_id)]
+
+
+def block_statements(blocks: Sequence[tuple[int, object]], last_block_id: int, *,
+                     max_id: int = 0) -> list[tuple[str, Sequence]]:
+    """insert_blocks as statements to run later in the same transaction
+    (storage/sqlbatch.py), `last_block_id` being seal_state's as read in it."""
+    if not blocks:
+        return [("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1", (max_id,))] \
+            if max_id else []
+    return [("UPDATE seal_state SET last_block_id = last_block_id + ?, "
+             "max_id = max(max_id, ?) WHERE id = 1", (len(blocks), max_id)),
+            *values_statements(INSERT_BLOCKS, 16, _block_rows(blocks, last_block_id + 1))]
 
 
 def insert_block(conn: sqlite3.Connection, stream_id: int, b) -> int:
