@@ -216,10 +216,13 @@ def append(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
         offered += len(ps.rows) + ps.repeats
         horizon = horizons.get(sid)
         if horizon is not None and ts_range(rows)[0] <= horizon:
-            # a line at or before the stream's newest stored one may repeat a stored line
-            held = sealing.sealed_duplicates(conn, sid, [r for r in rows if r[0] <= horizon])
+            # a line at or before the stream's newest stored one may repeat a stored line;
+            # a packed stream's lines are decoded only for a timestamp a stored line has
+            stamps = rows.ts if isinstance(rows, RowColumns) else [r[0] for r in rows]
+            older_rows = [i for i, t in enumerate(stamps) if t <= horizon]
+            held = sealing.sealed_duplicates(conn, sid, [stamps[i] for i in older_rows],
+                                             lambda k: rows[older_rows[k]])
             if held:
-                older_rows = [i for i, r in enumerate(rows) if r[0] <= horizon]
                 drop = {older_rows[i] for i in held}
                 rows = [r for i, r in enumerate(rows) if i not in drop]
         small = len(rows) < PACK_MIN_ROWS

@@ -30,7 +30,7 @@ import json
 import sqlite3
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from storage.blocks import codec as B
 from storage.blocks.catalog import insert_block
@@ -389,11 +389,13 @@ def sealed_horizons(conn: sqlite3.Connection, stream_ids: Sequence[int]) -> dict
     return {sid: newest for sid, newest in json.loads(text) if newest is not None}
 
 
-def sealed_duplicates(conn: sqlite3.Connection, stream_id: int,
-                      rows: Sequence[tuple[int, int, str, str | None]]) -> set[int]:
-    """Indexes into `rows` ((ts, hash, line, metadata) as the ingester prepares them) of the
-    rows a sealed block of the stream already holds: same timestamp, line and metadata."""
-    stamps = sorted({r[0] for r in rows})
+def sealed_duplicates(conn: sqlite3.Connection, stream_id: int, stamps_of: Sequence[int],
+                      row_at: Callable[[int], tuple[int, int, str, str | None]]) -> set[int]:
+    """Indexes of the rows a sealed block of the stream already holds (same timestamp, line
+    and metadata), of rows given as their timestamps and `row_at(index)` ((ts, hash, line,
+    metadata) as the ingester prepares them), asked for only where a stored line has the
+    row's timestamp: a pack's lines are decoded only then."""
+    stamps = sorted(set(stamps_of))
     if not stamps:
         return set()
     held: set[tuple[int, str, str | None]] = set()
@@ -408,7 +410,16 @@ def sealed_duplicates(conn: sqlite3.Connection, stream_id: int,
         lines = B.decode_lines(r[6], B.decode_lengths(r[4]), bool(r[2] & B.FLAG_ASCII))
         mds = B.decode_metadata(r[5], r[1])
         held.update((ts[i], lines[i], mds[i]) for i in hits)
-    return {i for i, r in enumerate(rows) if (r[0], r[2], r[3]) in held}
+    if not held:
+        return set()
+    held_at = {h[0] for h in held}
+    out = set()
+    for i, t in enumerate(stamps_of):
+        if t in held_at:
+            r = row_at(i)
+            if (r[0], r[2], r[3]) in held:
+                out.add(i)
+    return out
 
 
 def status(conn: sqlite3.Connection) -> dict[str, int]:

@@ -263,3 +263,31 @@ def test_the_sealer_takes_packs_by_their_columns_and_rows_beside_them_by_their_r
     mixed = sealing.read_group(conn, 1, T - T % HOUR, T - T % HOUR + HOUR, 20_000)
     assert mixed.block == B.encode(rows + [(300, T + 5 * 10**6 + 1, "a row", None)])
     assert mixed.entry_ids == [300] and mixed.rows == 121 and decoded == [40, 40, 40]
+
+
+def test_a_body_read_in_c_repeating_stored_lines_stores_only_its_new_ones(tmp_path):
+    """The push path of a plain JSON body (services/ingest/columns.py): its streams come as
+    columns and packs, and a line it repeats is still found among the stored ones."""
+    import json
+
+    from services.ingest.columns import ColumnStream
+    from services.ingest.decode import decode_json
+
+    conn = connect(str(tmp_path / "x.db"))
+    migrate(conn)
+    values = [[str(T + i), f"line {i} level=info"] for i in range(40)]
+
+    def push(vals):
+        streams = decode_json(json.dumps({"streams": [{"stream": {"app": "x"},
+                                                       "values": vals}]}).encode())
+        assert [type(s) for s in streams] == [ColumnStream]  # the C path's state
+        return _push(conn, streams)
+
+    assert (push(values).inserted, push(values).duplicates) == (40, 40)
+    # a line among them changed: only it is new; the push's newest line is past the stored
+    result = push(values[:10] + [[str(T + 10), "changed"]] + values[11:] +
+                  [[str(T + 10**6), "newest"]])
+    assert (result.inserted, result.duplicates) == (2, 39)
+    assert sorted(r[3] for r in stored(str(tmp_path / "x.db"))) == sorted(
+        [v[1] for v in values] + ["changed", "newest"])
+    assert conn.execute("SELECT sum(lines) FROM rollups").fetchone()[0] == 42
