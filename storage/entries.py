@@ -195,16 +195,22 @@ def append(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
     streams = [ps for ps in streams if ps.rows]
     if not streams:
         return result
-    newest, last_block_id = conn.execute(
-        "SELECT max((SELECT coalesce(max(id), 0) FROM entries), max_id), last_block_id "
-        "FROM seal_state WHERE id = 1").fetchone()
+    # what the push needs to know, in one statement (each step waits for the GIL): the ids
+    # given so far, whether the head has `entries` rows at all, and the newest stored line
+    # of each stream that exists already (streams made below have none)
+    known = ids.of_tenant(conn, tenant)
+    older = list(dict.fromkeys(known[ps.canonical] for ps in streams if ps.canonical in known))
+    newest, last_block_id, has_entries, horizons_text = conn.execute(
+        "SELECT max((SELECT coalesce(max(id), 0) FROM entries), max_id), last_block_id, "
+        f"EXISTS (SELECT 1 FROM entries), ({sealing.HORIZONS_SQL}) "
+        "FROM seal_state WHERE id = 1", (json.dumps(older),)).fetchone()
     first_id = next_id = newest + 1
     sids, created = stream_ids_for(conn, ids, tenant, streams)
-    older = [sid for sid in sids if sid not in created]
-    horizons = sealing.sealed_horizons(conn, older) if older else {}
+    horizons = sealing.horizons_of(horizons_text)
     in_entries = _held_in_entries(conn, [(sid, ps.rows) for sid, ps in zip(sids, streams)
                                          if sid not in created
-                                         and len(ps.rows) >= PACK_MIN_ROWS])
+                                         and len(ps.rows) >= PACK_MIN_ROWS]) \
+        if has_entries else {}
     packs: list[tuple[int, B.EncodedBlock]] = []
     tallies: list[tuple[int, int, str, int, int]] = []
     entry_rows: list[Iterator[tuple]] = []

@@ -377,15 +377,18 @@ def make_reclaimable(conn: sqlite3.Connection) -> bool:
 
 # -- what the push path and the status pages need ---------------------------------------------
 
-def sealed_horizons(conn: sqlite3.Connection, stream_ids: Sequence[int]) -> dict[int, int]:
-    """Stream id -> the newest timestamp its packs and blocks hold, for the streams that
-    have any: one index probe per stream (a GROUP BY over `IN (...)` read every block of the
-    streams, and with packs a stream has one per push), answered in one row (the writer's
-    steps each wait for the GIL, storage/inserts.py)."""
-    text = conn.execute(
-        "SELECT json_group_array(json_array(j.value, "
-        "(SELECT max(max_ts) FROM blocks WHERE stream_id = j.value))) FROM json_each(?) j",
-        (json.dumps(list(stream_ids)),)).fetchone()[0]
+# Stream id -> the newest timestamp its packs and blocks hold, for the streams that have any,
+# of a JSON array of stream ids: one index probe per stream (a GROUP BY over `IN (...)` read
+# every block of the streams, and with packs a stream has one per push), answered in one row
+# (the writer's steps each wait for the GIL, storage/inserts.py). The push path asks it inside
+# a statement of its own (storage/entries.py); `horizons_of` reads its answer.
+HORIZONS_SQL = ("SELECT json_group_array(json_array(j.value, "
+                "(SELECT max(max_ts) FROM blocks WHERE stream_id = j.value))) "
+                "FROM json_each(?1) j")
+
+
+def horizons_of(text: str) -> dict[int, int]:
+    """HORIZONS_SQL's answer as stream id -> newest timestamp."""
     return {sid: newest for sid, newest in json.loads(text) if newest is not None}
 
 
