@@ -29,8 +29,8 @@
 typedef struct {
     const unsigned char *p, *end;
     long long ts_min, ts_max;
-    Grow text, ts, ends, scratch;
-    int ascii;
+    Cols cols; /* the stream being read */
+    Grow scratch;
 } Scan;
 
 static void ws(Scan *s) {
@@ -227,11 +227,9 @@ static int values(Scan *s) {
     for (;;) {
         long long ts;
         if ((rc = expect(s, '[')) < 0 || (rc = timestamp(s, &ts)) < 0 ||
-            (rc = expect(s, ',')) < 0 || (rc = string(s, &s->text, &s->ascii)) < 0)
+            (rc = expect(s, ',')) < 0 || (rc = string(s, &s->cols.text, &s->cols.ascii)) < 0)
             return rc;
-        if (s->text.n > 0xFFFFFFFFu) return NOT_PLAIN;
-        uint32_t end = (uint32_t)s->text.n;
-        if (put(&s->ts, &ts, 8) < 0 || put(&s->ends, &end, 4) < 0) return FAILED;
+        if ((rc = cols_end(&s->cols, ts)) <= 0) return rc < 0 ? FAILED : NOT_PLAIN;
         ws(s);
         if (s->p >= s->end || *s->p != ']') return NOT_PLAIN; /* metadata, or more */
         s->p++;
@@ -250,8 +248,7 @@ static int stream(Scan *s, PyObject *out) {
     int rc, seen_labels = 0, seen_values = 0;
     PyObject *pairs = PyList_New(0);
     if (pairs == NULL) return FAILED;
-    s->text.n = s->ts.n = s->ends.n = 0;
-    s->ascii = 1;
+    cols_reset(&s->cols);
     if ((rc = expect(s, '{')) < 0) goto done;
     if (s->p < s->end && *s->p == '}') {
         s->p++;
@@ -275,20 +272,7 @@ static int stream(Scan *s, PyObject *out) {
             if ((rc = expect(s, ',')) < 0) goto done;
         }
     }
-    Py_ssize_t n = (Py_ssize_t)(s->ts.n / 8);
-    const long long *ts = (const long long *)s->ts.p;
-    const uint32_t *ends = (const uint32_t *)s->ends.p;
-    long long lo = 0, hi = 0;
-    uint32_t longest = 0, start = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i == 0 || ts[i] < lo) lo = ts[i];
-        if (i == 0 || ts[i] > hi) hi = ts[i];
-        if (ends[i] - start > longest) longest = ends[i] - start;
-        start = ends[i];
-    }
-    PyObject *item = Py_BuildValue("(ONNNOLLk)", pairs, bytes_of(&s->ts), bytes_of(&s->text),
-                                   bytes_of(&s->ends), s->ascii ? Py_True : Py_False, lo, hi,
-                                   (unsigned long)longest);
+    PyObject *item = cols_item(pairs, &s->cols);
     if (item == NULL) {
         rc = FAILED;
         goto done;
@@ -340,9 +324,7 @@ static PyObject *json_push(PyObject *self, PyObject *args) {
     PyObject *out = PyList_New(0);
     int rc = out == NULL ? FAILED : push(&s, out);
     PyBuffer_Release(&body);
-    free(s.text.p);
-    free(s.ts.p);
-    free(s.ends.p);
+    cols_free(&s.cols);
     free(s.scratch.p);
     if (rc == 0) return out;
     Py_XDECREF(out);

@@ -199,46 +199,7 @@ PyDoc_STRVAR(streams_doc,
 "An inflated PushRequest as a list of (labels text, [(timestamp ns, line, metadata dict or\n"
 "None), ...]) per stream, in body order; None when the generated classes must read it.");
 
-static PyObject *streams(PyObject *self, PyObject *args) {
-    Py_buffer body;
-    long long ts_min, ts_max;
-    Py_ssize_t max_labels;
-    if (!PyArg_ParseTuple(args, "y*LLn", &body, &ts_min, &ts_max, &max_labels)) return NULL;
-    PyObject *out = PyList_New(0);
-    int result = out == NULL ? FAILED : READ;
-    Buf b = {(const unsigned char *)body.buf, (const unsigned char *)body.buf + body.len}, s;
-    while (result == READ && b.p < b.end) {
-        int field, wire;
-        if (!next_key(&b, &field, &wire)) {
-            result = OTHER;
-            break;
-        }
-        if (field == 1) {
-            result = wire == 2 && delimited(&b, &s) ?
-                stream(&s, out, ts_min, ts_max, max_labels) : OTHER;
-        } else if (field == 2) { /* `format`: unused, but its UTF-8 is checked there too */
-            PyObject *t = NULL;
-            if (wire != 2 || !delimited(&b, &s) || (t = text(&s)) == NULL)
-                result = PyErr_Occurred() ? FAILED : OTHER;
-            Py_XDECREF(t);
-        } else if (!skip(&b, wire)) {
-            result = OTHER;
-        }
-    }
-    PyBuffer_Release(&body);
-    if (result == READ) return out;
-    Py_XDECREF(out);
-    if (result == FAILED) return NULL;
-    Py_RETURN_NONE;
-}
-
 /* -- columns (services/ingest/columns.py) --------------------------------------------------- */
-
-/* a stream's lines as one buffer, their ends and timestamps */
-typedef struct {
-    Grow text, ts, ends;
-    int ascii;
-} Cols;
 
 /* one EntryAdapter without metadata into the columns; OTHER for any other entry */
 static int entry_into(Buf *b, Cols *c, long long ts_min, long long ts_max) {
@@ -262,11 +223,9 @@ static int entry_into(Buf *b, Cols *c, long long ts_min, long long ts_max) {
         return OTHER;
     size_t n = lined ? (size_t)(line.end - line.p) : 0;
     if (n && !utf8_valid(line.p, n, &c->ascii)) return OTHER;
-    if (c->text.n + n > 0xFFFFFFFFu) return OTHER;
     if (n && put(&c->text, line.p, n) < 0) return FAILED;
-    uint32_t end = (uint32_t)c->text.n;
-    if (put(&c->ts, &ts, 8) < 0 || put(&c->ends, &end, 4) < 0) return FAILED;
-    return READ;
+    int ended = cols_end(c, ts);
+    return ended < 0 ? FAILED : ended ? READ : OTHER;
 }
 
 /* one StreamAdapter as columns.py's tuple, appended to `out` */
@@ -275,8 +234,7 @@ static int stream_columns(Buf *b, Cols *c, PyObject *out, long long ts_min, long
     PyObject *labels = NULL, *item;
     int result = OTHER;
     Buf s;
-    c->text.n = c->ts.n = c->ends.n = 0;
-    c->ascii = 1;
+    cols_reset(c);
     while (b->p < b->end) {
         int field, wire;
         if (!next_key(b, &field, &wire)) GIVE_UP(OTHER);
@@ -294,20 +252,7 @@ static int stream_columns(Buf *b, Cols *c, PyObject *out, long long ts_min, long
     }
     if (labels == NULL && (labels = PyUnicode_FromStringAndSize("", 0)) == NULL)
         GIVE_UP(FAILED);
-    Py_ssize_t n = (Py_ssize_t)(c->ts.n / 8);
-    const long long *ts = (const long long *)c->ts.p;
-    const uint32_t *ends = (const uint32_t *)c->ends.p;
-    long long lo = 0, hi = 0;
-    uint32_t longest = 0, start = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i == 0 || ts[i] < lo) lo = ts[i];
-        if (i == 0 || ts[i] > hi) hi = ts[i];
-        if (ends[i] - start > longest) longest = ends[i] - start;
-        start = ends[i];
-    }
-    item = Py_BuildValue("(ONNNOLLk)", labels, bytes_of(&c->ts), bytes_of(&c->text),
-                         bytes_of(&c->ends), c->ascii ? Py_True : Py_False, lo, hi,
-                         (unsigned long)longest);
+    item = cols_item(labels, c);
     if (item == NULL) GIVE_UP(FAILED);
     result = PyList_Append(out, item) < 0 ? FAILED : READ;
     Py_DECREF(item);
@@ -323,26 +268,21 @@ PyDoc_STRVAR(columns_doc,
 "whether every line is ASCII, the oldest and newest timestamp, the longest line's bytes).\n"
 "None for any other body: streams() or the generated classes read it.");
 
-static PyObject *columns(PyObject *self, PyObject *args) {
-    Py_buffer body;
-    long long ts_min, ts_max;
-    Py_ssize_t max_labels;
-    Cols c;
-    memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "y*LLn", &body, &ts_min, &ts_max, &max_labels)) return NULL;
-    PyObject *out = PyList_New(0);
-    int result = out == NULL ? FAILED : READ;
-    Buf b = {(const unsigned char *)body.buf, (const unsigned char *)body.buf + body.len}, s;
+/* -- the request ----------------------------------------------------------------------------- */
+
+/* a PushRequest's fields: each stream (field 1) given to `one`, `format` (field 2) checked;
+ * READ, OTHER or FAILED */
+typedef int (*StreamReader)(Buf *stream, void *ctx);
+
+static int request(Py_buffer *body, StreamReader one, void *ctx) {
+    int result = READ;
+    Buf b = {(const unsigned char *)body->buf, (const unsigned char *)body->buf + body->len}, s;
     while (result == READ && b.p < b.end) {
         int field, wire;
-        if (!next_key(&b, &field, &wire)) {
-            result = OTHER;
-            break;
-        }
+        if (!next_key(&b, &field, &wire)) return OTHER;
         if (field == 1) {
-            result = wire == 2 && delimited(&b, &s) ?
-                stream_columns(&s, &c, out, ts_min, ts_max, max_labels) : OTHER;
-        } else if (field == 2) {
+            result = wire == 2 && delimited(&b, &s) ? one(&s, ctx) : OTHER;
+        } else if (field == 2) { /* `format`: unused, but its UTF-8 is checked there too */
             PyObject *t = NULL;
             if (wire != 2 || !delimited(&b, &s) || (t = text(&s)) == NULL)
                 result = PyErr_Occurred() ? FAILED : OTHER;
@@ -351,14 +291,50 @@ static PyObject *columns(PyObject *self, PyObject *args) {
             result = OTHER;
         }
     }
+    return result;
+}
+
+/* what request() hands each stream's reader */
+typedef struct {
+    PyObject *out;
+    long long ts_min, ts_max;
+    Py_ssize_t max_labels;
+    Cols cols;
+} Reading;
+
+static int read_stream(Buf *s, void *ctx) {
+    Reading *r = ctx;
+    return stream(s, r->out, r->ts_min, r->ts_max, r->max_labels);
+}
+
+static int read_stream_columns(Buf *s, void *ctx) {
+    Reading *r = ctx;
+    return stream_columns(s, &r->cols, r->out, r->ts_min, r->ts_max, r->max_labels);
+}
+
+/* request() with `one`: the list of what it read, None, or NULL with an exception set */
+static PyObject *read_request(PyObject *args, StreamReader one) {
+    Py_buffer body;
+    Reading r;
+    memset(&r, 0, sizeof r);
+    if (!PyArg_ParseTuple(args, "y*LLn", &body, &r.ts_min, &r.ts_max, &r.max_labels))
+        return NULL;
+    r.out = PyList_New(0);
+    int result = r.out == NULL ? FAILED : request(&body, one, &r);
     PyBuffer_Release(&body);
-    free(c.text.p);
-    free(c.ts.p);
-    free(c.ends.p);
-    if (result == READ) return out;
-    Py_XDECREF(out);
+    cols_free(&r.cols);
+    if (result == READ) return r.out;
+    Py_XDECREF(r.out);
     if (result == FAILED) return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *streams(PyObject *self, PyObject *args) {
+    return read_request(args, read_stream);
+}
+
+static PyObject *columns(PyObject *self, PyObject *args) {
+    return read_request(args, read_stream_columns);
 }
 
 static PyMethodDef methods[] = {

@@ -2,6 +2,7 @@
  * (_pushcolumns.c, _pushproto.c). Included after Python.h. */
 #ifndef LOGSTORE_PUSHBUF_H
 #define LOGSTORE_PUSHBUF_H
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,51 @@ static inline int put(Grow *g, const void *data, size_t n) {
 
 static inline PyObject *bytes_of(const Grow *g) {
     return PyBytes_FromStringAndSize(g->p ? g->p : "", (Py_ssize_t)g->n);
+}
+
+/* a stream's lines as one buffer, their ends (uint32) and timestamps (int64) */
+typedef struct {
+    Grow text, ts, ends;
+    int ascii;
+} Cols;
+
+static inline void cols_reset(Cols *c) {
+    c->text.n = c->ts.n = c->ends.n = 0;
+    c->ascii = 1;
+}
+
+static inline void cols_free(Cols *c) {
+    free(c->text.p);
+    free(c->ts.p);
+    free(c->ends.p);
+}
+
+/* the line just appended to c->text ends here, at timestamp ts: 1; 0 when the lines pass
+ * 4 GiB (ends are uint32); BUF_FAILED out of memory */
+static inline int cols_end(Cols *c, long long ts) {
+    if (c->text.n > 0xFFFFFFFFu) return 0;
+    uint32_t end = (uint32_t)c->text.n;
+    if (put(&c->ts, &ts, 8) < 0 || put(&c->ends, &end, 4) < 0) return BUF_FAILED;
+    return 1;
+}
+
+/* services/ingest/columns.py's tuple of a stream: (labels, timestamps, lines, ends, ascii,
+ * oldest, newest, longest line) */
+static inline PyObject *cols_item(PyObject *labels, const Cols *c) {
+    Py_ssize_t n = (Py_ssize_t)(c->ts.n / 8);
+    const long long *ts = (const long long *)c->ts.p;
+    const uint32_t *ends = (const uint32_t *)c->ends.p;
+    long long lo = 0, hi = 0;
+    uint32_t longest = 0, start = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i == 0 || ts[i] < lo) lo = ts[i];
+        if (i == 0 || ts[i] > hi) hi = ts[i];
+        if (ends[i] - start > longest) longest = ends[i] - start;
+        start = ends[i];
+    }
+    return Py_BuildValue("(ONNNOLLk)", labels, bytes_of(&c->ts), bytes_of(&c->text),
+                         bytes_of(&c->ends), c->ascii ? Py_True : Py_False, lo, hi,
+                         (unsigned long)longest);
 }
 
 /* the length of the valid UTF-8 sequence at s (strict: no overlong form, no surrogate, at
