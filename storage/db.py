@@ -198,14 +198,17 @@ def _full(exc: BaseException) -> bool:
 
 
 class _Work:
-    __slots__ = ("fn", "future", "loop", "alone")
+    __slots__ = ("fn", "future", "loop", "alone", "rerun")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], Any], future: Any, loop: Any,
-                 alone: bool = False):
+                 alone: bool = False, rerun: bool = False):
         self.fn = fn
         self.future = future
         self.loop = loop
         self.alone = alone  # runs outside any transaction (a checkpoint cannot run inside)
+        # whatever fn does besides SQLite may be done twice (a push's append: the writer's map
+        # of stream ids is forgotten after a rollback)
+        self.rerun = rerun
 
 
 def _truncate_wal(conn: sqlite3.Connection, wait_ms: int) -> bool:
@@ -296,9 +299,10 @@ class Database:
         self.lock.release()
 
     # -- writes ----------------------------------------------------------------------------
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run fn(conn) inside the next group-commit transaction; return after COMMIT."""
-        return await self._on_writer(fn, alone=False)
+    async def write(self, fn: Callable[[sqlite3.Connection], T], *, rerun: bool = False) -> T:
+        """Run fn(conn) inside the next group-commit transaction; return after COMMIT. With
+        `rerun`, fn may be run again after a rollback (its only effects are SQLite's)."""
+        return await self._on_writer(fn, alone=False, rerun=rerun)
 
     async def truncate_wal(self, wait_ms: int = 0) -> bool:
         """After sealing: the WAL's pages go into the database and the file is emptied, so
@@ -306,13 +310,14 @@ class Database:
         this wait up to `wait_ms`, then give up until next time: False)."""
         return await self._on_writer(lambda conn: _truncate_wal(conn, wait_ms), alone=True)
 
-    async def _on_writer(self, fn: Callable[[sqlite3.Connection], T], alone: bool) -> T:
+    async def _on_writer(self, fn: Callable[[sqlite3.Connection], T], alone: bool,
+                         rerun: bool = False) -> T:
         if not self.writer_alive:
             raise RuntimeError("the writer is not running")
         import asyncio  # here: the query workers import this module for connect() alone
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.put(_Work(fn, future, loop, alone))
+        self._queue.put(_Work(fn, future, loop, alone, rerun))
         return await future
 
     def write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -387,7 +392,7 @@ class Database:
             conn.execute("BEGIN IMMEDIATE")
             if len(batch) == 1:
                 results.append(self._run_alone(conn, batch[0]))
-            else:
+            elif not all(w.rerun for w in batch) or not self._run_at_once(conn, batch, results):
                 self._run_together(conn, batch, results)
             if conn.in_transaction:  # not when a lone caller failed and rolled it back
                 conn.execute("COMMIT")
@@ -420,6 +425,26 @@ class Database:
             conn.execute("ROLLBACK")
             self._forget()
             return work, False, exc
+
+    def _run_at_once(self, conn: sqlite3.Connection, batch: list[_Work],
+                     results: list[tuple[_Work, bool, Any]]) -> bool:
+        """Works that may run again, without a savepoint each: True when all succeeded;
+        else the transaction is rolled back and begun again (False), and _run_together
+        runs them each in its savepoint, so that the one that fails fails alone. A savepoint
+        copies every page a work changes the first time (about 150 for a realistic push)
+        and costs two of the writer's steps, each a wait for the GIL."""
+        values = []
+        try:
+            for work in batch:
+                values.append(work.fn(conn))
+        except Exception:  # noqa: BLE001 - run again, each alone, to learn whose it is
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._forget()
+            conn.execute("BEGIN IMMEDIATE")
+            return False
+        results.extend((work, True, value) for work, value in zip(batch, values))
+        return True
 
     def _run_together(self, conn: sqlite3.Connection, batch: list[_Work],
                       results: list[tuple[_Work, bool, Any]]) -> None:

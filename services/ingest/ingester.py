@@ -166,8 +166,11 @@ class Ingester:
             self._written(tenant, outcome.result)
         elif prepared:
             ids, window = self.db.stream_ids, self.window_ns
+            # run again after a rollback (storage/db.py): the append changes only SQLite and
+            # the writer's map of stream ids, which a rollback makes it forget
             outcome.result = await self.db.write(lambda conn: append(conn, ids, tenant,
-                                                                     prepared, window))
+                                                                     prepared, window),
+                                                 rerun=True)
             self._written(tenant, outcome.result)
         return outcome
 

@@ -187,3 +187,55 @@ def test_a_label_set_stays_one_stream_across_restarts(tmp_path):
                     (2, '{app="new0", service_name="new0"}', "new 0"),
                     (3, '{app="new1", service_name="new1"}', "new 1"),
                     (4, '{app="new2", service_name="new2"}', "new 2")]
+
+
+def test_writes_that_may_run_again_go_without_savepoints_and_a_failure_still_fails_alone(db):
+    """Pushes (`write(fn, rerun=True)`) share the transaction without a savepoint each; when
+    one fails, the transaction is rolled back and they run again each in its savepoint, so
+    the others commit once and the failing one fails alone."""
+    statements: list[str] = []
+    db._writer_conn.set_trace_callback(statements.append)  # the writer thread calls it
+    calls = {"good": 0, "bad": 0, "other": 0}
+
+    def insert(conn, sid, name):
+        calls[name] += 1
+        conn.execute("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, "
+                      "last_ts) VALUES (?, 't', ?, 1, 0, 0)", (sid, f'{{a="{name}"}}'))
+
+    def bad(conn):
+        insert(conn, 2, "bad")
+        raise ValueError("refused half-way")
+
+    async def scenario(fns):
+        loop = asyncio.get_running_loop()
+        blocked, running, release = _hold_writer(db, loop)
+        await loop.run_in_executor(None, running.wait, 30)
+        tasks = [loop.create_task(db.write(fn, rerun=True)) for fn in fns]
+        while db._queue.qsize() < len(fns):
+            await asyncio.sleep(0)
+        commits = db.commits
+        release.set()
+        await blocked
+        return await asyncio.gather(*tasks, return_exceptions=True), db.commits - commits
+
+    # all succeed: one transaction for the three, and not one savepoint
+    results, commits = asyncio.run(scenario([
+        lambda conn: insert(conn, 1, "good"), lambda conn: insert(conn, 3, "other")]))
+    assert results == [None, None] and commits == 2  # the blocker's, then the two together
+    assert not any("SAVEPOINT" in s for s in statements)
+    assert calls == {"good": 1, "bad": 0, "other": 1}
+
+    statements.clear()
+    results, commits = asyncio.run(scenario([
+        lambda conn: insert(conn, 4, "good"), bad, lambda conn: insert(conn, 5, "other")]))
+    assert results[0] is None and isinstance(results[1], ValueError) and results[2] is None
+    # the first attempt went without savepoints and was rolled back; the second had them
+    first = statements.index("ROLLBACK")
+    assert not any("SAVEPOINT" in s for s in statements[:first])
+    assert sum(s == "SAVEPOINT work" for s in statements[first:]) == 3
+    # the first attempt stopped at the failure: the third ran once, in the second
+    assert calls == {"good": 3, "bad": 2, "other": 2}
+    db._writer_conn.set_trace_callback(None)
+    labels = db.read_sync(lambda conn: [r[0] for r in conn.execute(
+        "SELECT labels FROM streams ORDER BY id")])
+    assert labels == ['{a="good"}', '{a="other"}', '{a="good"}', '{a="other"}']
