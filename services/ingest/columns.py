@@ -89,12 +89,11 @@ def pack_stream(cols: ColumnStream, md: str | None, detect: tuple | None) -> Pac
     hashes, tallies, aligned, ts_deltas, first_order, order_deltas, body, planes, index, \
         texts = got
     metadata, names = B.metadata_index_column(index, texts) if texts else (b"", "")
-    flags = (B.FLAG_BACKSLASH if b"\\" in body else 0) | (B.FLAG_ASCII if cols.ascii else 0) \
-        | B.FLAG_PACK
     pack = PackParts(
-        min_ts=cols.min_ts, max_ts=cols.max_ts, rows=cols.rows, bytes=len(body), flags=flags,
-        aligned=aligned, md_names=names, ts_deltas=ts_deltas, first_order=first_order,
-        order_deltas=order_deltas, lengths=B._SHUFFLED + B._compress(planes),
-        metadata=metadata, lines=B._compress(body, lines=True, pack=True))
+        min_ts=cols.min_ts, max_ts=cols.max_ts, rows=cols.rows, bytes=len(body),
+        flags=B.block_flags(body, cols.ascii, pack=True), aligned=aligned, md_names=names,
+        ts_deltas=ts_deltas, first_order=first_order, order_deltas=order_deltas,
+        lengths=B.shuffled_column(planes), metadata=metadata,
+        lines=B._compress(body, lines=True, pack=True))
     rows = RowColumns(array("q", cols.ts), array("q", hashes), None, None, pack=pack)
     return Packed(rows, tallies)

@@ -101,7 +101,19 @@ _SHUFFLED = b"\x01"
 
 def _shuffled(values: np.ndarray) -> bytes:
     planes = np.frombuffer(values.tobytes(), dtype=np.uint8).reshape(-1, values.itemsize)
-    return _SHUFFLED + _compress(planes.T.tobytes())
+    return shuffled_column(planes.T.tobytes())
+
+
+def shuffled_column(planes: bytes) -> bytes:
+    """The column of an array given already byte-shuffled (all low bytes, then the second
+    bytes, ...), as _unshuffled reads it."""
+    return _SHUFFLED + _compress(planes)
+
+
+def block_flags(body: bytes, ascii_only: bool, pack: bool) -> int:
+    """A block's flags from its lines' bytes: FLAG_BACKSLASH, FLAG_ASCII, FLAG_PACK."""
+    return (FLAG_BACKSLASH if b"\\" in body else 0) | (FLAG_ASCII if ascii_only else 0) \
+        | (FLAG_PACK if pack else 0)
 
 
 def _unshuffled(data: bytes, width: int) -> bytes:
@@ -162,8 +174,7 @@ def encode_arrays(ts: np.ndarray, ids: np.ndarray, lengths: np.ndarray, body: by
     and ids, uint32 line lengths, the lines' bytes one after another, whether they are all
     ASCII, and `metadata_column`'s column and names."""
     md_column, md_names = metadata
-    flags = (FLAG_BACKSLASH if b"\\" in body else 0) | (FLAG_ASCII if ascii_only else 0) \
-        | (FLAG_PACK if pack else 0)
+    flags = block_flags(body, ascii_only, pack)
     return EncodedBlock(
         min_ts=int(ts[0]), max_ts=int(ts[-1]), rows=len(ts), bytes=len(body),
         min_id=int(ids.min()), max_id=int(ids.max()), flags=flags,

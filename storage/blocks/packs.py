@@ -90,10 +90,9 @@ def encode_columns(ts: Sequence[int], lines: Sequence[str],
         body = b"".join(parts)
         sizes = list(map(len, parts))
     metadata, names = _metadata_column(mds)
-    flags = (B.FLAG_BACKSLASH if b"\\" in body else 0) | (B.FLAG_ASCII if ascii_only else 0) \
-        | B.FLAG_PACK
     return PackParts(
-        min_ts=ts[0], max_ts=ts[-1], rows=n, bytes=len(body), flags=flags,
+        min_ts=ts[0], max_ts=ts[-1], rows=n, bytes=len(body),
+        flags=B.block_flags(body, ascii_only, pack=True),
         aligned=sum(1 for t in ts if t % MINUTE_NS == 0), md_names=names,
         ts_deltas=struct.pack(f"<{n}q", ts[0], *[b - a for a, b in zip(ts, ts[1:])]),
         first_order=first_order, order_deltas=order_deltas,
