@@ -153,8 +153,13 @@ def newest_head_id(conn: sqlite3.Connection) -> int:
     """The highest entry id given so far (0 when none): seal_state.max_id, which every push
     raises past the ids it gave, or a higher `entries` row of a database from before
     migration 0010."""
-    return conn.execute("SELECT max((SELECT coalesce(max(id), 0) FROM entries), "
-                        "(SELECT max_id FROM seal_state WHERE id = 1))").fetchone()[0]
+    return conn.execute(f"SELECT (SELECT {NEWEST_ID} FROM seal_state WHERE id = 1)"
+                        ).fetchone()[0]
+
+
+# newest_head_id's value, over seal_state's row (the push path asks it in a statement of
+# its own)
+NEWEST_ID = "max((SELECT coalesce(max(id), 0) FROM entries), max_id)"
 
 
 def _without_repeats(rows: list[tuple[int, int, str, str | None]]) -> list:
@@ -201,7 +206,7 @@ def append(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
     known = ids.of_tenant(conn, tenant)
     older = list(dict.fromkeys(known[ps.canonical] for ps in streams if ps.canonical in known))
     newest, last_block_id, has_entries, horizons_text = conn.execute(
-        "SELECT max((SELECT coalesce(max(id), 0) FROM entries), max_id), last_block_id, "
+        f"SELECT {NEWEST_ID}, last_block_id, "
         f"EXISTS (SELECT 1 FROM entries), ({sealing.HORIZONS_SQL}) "
         "FROM seal_state WHERE id = 1", (json.dumps(older),)).fetchone()
     first_id = next_id = newest + 1

@@ -102,16 +102,10 @@ def stream_ids_for(conn: sqlite3.Connection, ids: StreamIds, tenant: str,
     return [known[ps.canonical] for ps in streams], set(created.values())
 
 
-def extend_stream_ranges(conn: sqlite3.Connection,
-                         ranges: Sequence[tuple[int, int, int]]) -> None:
-    """(first, last, stream id) each: widen the streams' time ranges to include them."""
-    for sql, params in stream_range_statements(ranges):
-        conn.execute(sql, params)
-
-
 def stream_range_statements(ranges: Sequence[tuple[int, int, int]]
                             ) -> list[tuple[str, tuple]]:
-    """extend_stream_ranges as statements to run later (storage/sqlbatch.py)."""
+    """(first, last, stream id) each: the statements that widen the streams' time ranges to
+    include them (run with storage/sqlbatch.py)."""
     # a stream named twice is merged first: `UPDATE ... FROM` updates a row once, from
     # either of the rows that name it
     widest: dict[int, tuple[int, int]] = {}

@@ -173,16 +173,18 @@ def insert_blocks(conn: sqlite3.Connection, blocks: Sequence[tuple[int, object]]
     brings a pack per stream). Returns the last id (0 for none)."""
     if not blocks:
         if max_id:
-            conn.execute("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1",
-                         (max_id,))
+            conn.execute(RAISE_MAX_ID, (max_id,))
         return 0
-    last = conn.execute("UPDATE seal_state SET last_block_id = last_block_id + ?, "
-                        "max_id = max(max_id, ?) WHERE id = 1 RETURNING last_block_id",
+    last = conn.execute(f"{TAKE_BLOCK_IDS} RETURNING last_block_id",
                         (len(blocks), max_id)).fetchone()[0]
     execute_values(conn, INSERT_BLOCKS, 16, _block_rows(blocks, last - len(blocks) + 1))
     return last
 
 
+# seal_state.max_id raised to a push's highest entry id; with block ids taken for n blocks
+RAISE_MAX_ID = "UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1"
+TAKE_BLOCK_IDS = ("UPDATE seal_state SET last_block_id = last_block_id + ?, "
+                  "max_id = max(max_id, ?) WHERE id = 1")
 INSERT_BLOCKS = ("INSERT INTO blocks (id, stream_id, min_ts, max_ts, rows, bytes, min_id, "
                  "max_id, flags, aligned, md_names, bloom, keys, lengths, metadata, lines) "
                  "VALUES {values}")
@@ -199,10 +201,8 @@ def block_statements(blocks: Sequence[tuple[int, object]], last_block_id: int, *
     """insert_blocks as statements to run later in the same transaction
     (storage/sqlbatch.py), `last_block_id` being seal_state's as read in it."""
     if not blocks:
-        return [("UPDATE seal_state SET max_id = max(max_id, ?) WHERE id = 1", (max_id,))] \
-            if max_id else []
-    return [("UPDATE seal_state SET last_block_id = last_block_id + ?, "
-             "max_id = max(max_id, ?) WHERE id = 1", (len(blocks), max_id)),
+        return [(RAISE_MAX_ID, (max_id,))] if max_id else []
+    return [(TAKE_BLOCK_IDS, (len(blocks), max_id)),
             *values_statements(INSERT_BLOCKS, 16, _block_rows(blocks, last_block_id + 1))]
 
 

@@ -14,7 +14,8 @@ from storage.db import connect, migrate
 from storage.entries import PACK_MIN_ROWS, append
 from storage.stream_ids import StreamIds
 from storage.inserts import ROWS_PER_STATEMENT, execute_values
-from storage.streams import extend_stream_ranges
+from storage import sqlbatch
+from storage.streams import stream_range_statements
 from tests.helpers import head_rows
 
 T = 1_700_000_000 * 10**9
@@ -68,7 +69,7 @@ def test_a_stream_named_twice_is_widened_to_both_ranges(tmp_path):
     conn.executemany("INSERT INTO streams (id, tenant, labels, fingerprint, first_ts, last_ts) "
                      "VALUES (?, 't', ?, 0, ?, ?)", [(1, "{a=\"1\"}", 50, 60),
                                                      (2, "{a=\"2\"}", 50, 60)])
-    extend_stream_ranges(conn, [(40, 55, 1), (55, 70, 1), (52, 58, 2)])
+    sqlbatch.run(conn, stream_range_statements([(40, 55, 1), (55, 70, 1), (52, 58, 2)]))
     assert conn.execute("SELECT id, first_ts, last_ts FROM streams ORDER BY id").fetchall() \
         == [(1, 40, 70), (2, 50, 60)]
 
