@@ -48,6 +48,7 @@ static struct {
 } api;
 
 static PyObject *error_classes; /* sqlite3's OperationalError, IntegrityError, ... */
+static PyTypeObject *connection_type; /* sqlite3.Connection */
 
 /* the handle inside a sqlite3.Connection (CPython 3.11 to 3.13: its first field) */
 typedef struct {
@@ -56,14 +57,7 @@ typedef struct {
 } Connection;
 
 static sqlite3 *handle_of(PyObject *conn) {
-    PyObject *sqlite3_mod = PyImport_ImportModule("sqlite3");
-    if (sqlite3_mod == NULL) return NULL;
-    PyObject *type = PyObject_GetAttrString(sqlite3_mod, "Connection");
-    Py_DECREF(sqlite3_mod);
-    if (type == NULL) return NULL;
-    int ok = PyObject_TypeCheck(conn, (PyTypeObject *)type);
-    Py_DECREF(type);
-    if (!ok) {
+    if (!PyObject_TypeCheck(conn, connection_type)) {
         PyErr_SetString(PyExc_TypeError, "a sqlite3.Connection expected");
         return NULL;
     }
@@ -337,6 +331,14 @@ PyMODINIT_FUNC PyInit__sqlbatch(void) {
         }
         Py_DECREF(cls);
     }
+    PyObject *type = PyObject_GetAttrString(sqlite3_mod, "Connection");
     Py_DECREF(sqlite3_mod);
+    if (type == NULL) return NULL;
+    if (!PyType_Check(type)) {
+        Py_DECREF(type);
+        PyErr_SetString(PyExc_ImportError, "sqlite3.Connection is not a type");
+        return NULL;
+    }
+    connection_type = (PyTypeObject *)type; /* kept for the module's life */
     return PyModule_Create(&module);
 }
