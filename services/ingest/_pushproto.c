@@ -161,35 +161,59 @@ done:
     return result;
 }
 
+/* how a StreamAdapter's entries are read: each one's bytes to `one`, with `ctx` */
+typedef int (*EntryReader)(Buf *entry, void *ctx);
+
+/* a StreamAdapter's fields: the labels text into *labels (a new reference, "" when absent),
+ * each entry to `one`; READ, OTHER or FAILED */
+static int stream_fields(Buf *b, Py_ssize_t max_labels, EntryReader one, void *ctx,
+                         PyObject **labels) {
+    Buf s;
+    *labels = NULL;
+    while (b->p < b->end) {
+        int field, wire, r;
+        if (!next_key(b, &field, &wire)) return OTHER;
+        if (field == 1) {
+            if (wire != 2 || *labels != NULL || !delimited(b, &s)) return OTHER;
+            if (s.end - s.p > max_labels) return OTHER; /* refused by decode.py */
+            if ((*labels = text(&s)) == NULL) return PyErr_Occurred() ? FAILED : OTHER;
+        } else if (field == 2) {
+            if (wire != 2 || !delimited(b, &s)) return OTHER;
+            if ((r = one(&s, ctx)) != READ) return r;
+        } else if ((field == 3 && wire != 0) || !skip(b, wire)) {
+            return OTHER;
+        }
+    }
+    if (*labels == NULL && (*labels = PyUnicode_FromStringAndSize("", 0)) == NULL)
+        return FAILED;
+    return READ;
+}
+
+/* what the readers of entries are given: where they go and the timestamps' bounds */
+typedef struct {
+    PyObject *entries; /* stream(): a list of tuples */
+    Cols *cols;        /* stream_columns() */
+    long long ts_min, ts_max;
+} Entries;
+
+static int entry_tuple(Buf *b, void *ctx) {
+    Entries *e = ctx;
+    return entry(b, e->entries, e->ts_min, e->ts_max);
+}
+
 /* one StreamAdapter as (labels text, entries), appended to `out` */
 static int stream(Buf *b, PyObject *out, long long ts_min, long long ts_max,
                   Py_ssize_t max_labels) {
-    PyObject *labels = NULL, *entries = PyList_New(0), *pair = NULL;
-    int result = OTHER;
-    Buf s;
-    if (entries == NULL) return FAILED;
-    while (b->p < b->end) {
-        int field, wire;
-        if (!next_key(b, &field, &wire)) GIVE_UP(OTHER);
-        if (field == 1) {
-            if (wire != 2 || labels != NULL || !delimited(b, &s)) GIVE_UP(OTHER);
-            if (s.end - s.p > max_labels) GIVE_UP(OTHER); /* refused by decode.py */
-            if ((labels = text(&s)) == NULL) GIVE_UP(PyErr_Occurred() ? FAILED : OTHER);
-        } else if (field == 2) {
-            if (wire != 2 || !delimited(b, &s)) GIVE_UP(OTHER);
-            int r = entry(&s, entries, ts_min, ts_max);
-            if (r != READ) GIVE_UP(r);
-        } else if ((field == 3 && wire != 0) || !skip(b, wire)) {
-            GIVE_UP(OTHER);
-        }
+    PyObject *labels = NULL, *pair = NULL;
+    Entries e = {PyList_New(0), NULL, ts_min, ts_max};
+    if (e.entries == NULL) return FAILED;
+    int result = stream_fields(b, max_labels, entry_tuple, &e, &labels);
+    if (result == READ) {
+        pair = PyTuple_Pack(2, labels, e.entries);
+        result = pair == NULL || PyList_Append(out, pair) < 0 ? FAILED : READ;
     }
-    if (labels == NULL && (labels = PyUnicode_FromStringAndSize("", 0)) == NULL)
-        GIVE_UP(FAILED);
-    if ((pair = PyTuple_Pack(2, labels, entries)) == NULL) GIVE_UP(FAILED);
-    result = PyList_Append(out, pair) < 0 ? FAILED : READ;
-done:
     Py_XDECREF(labels);
-    Py_DECREF(entries);
+    Py_DECREF(e.entries);
     Py_XDECREF(pair);
     return result;
 }
@@ -228,36 +252,24 @@ static int entry_into(Buf *b, Cols *c, long long ts_min, long long ts_max) {
     return ended < 0 ? FAILED : ended ? READ : OTHER;
 }
 
+static int entry_column(Buf *b, void *ctx) {
+    Entries *e = ctx;
+    return entry_into(b, e->cols, e->ts_min, e->ts_max);
+}
+
 /* one StreamAdapter as columns.py's tuple, appended to `out` */
 static int stream_columns(Buf *b, Cols *c, PyObject *out, long long ts_min, long long ts_max,
                           Py_ssize_t max_labels) {
-    PyObject *labels = NULL, *item;
-    int result = OTHER;
-    Buf s;
+    PyObject *labels = NULL, *item = NULL;
+    Entries e = {NULL, c, ts_min, ts_max};
     cols_reset(c);
-    while (b->p < b->end) {
-        int field, wire;
-        if (!next_key(b, &field, &wire)) GIVE_UP(OTHER);
-        if (field == 1) {
-            if (wire != 2 || labels != NULL || !delimited(b, &s)) GIVE_UP(OTHER);
-            if (s.end - s.p > max_labels) GIVE_UP(OTHER);
-            if ((labels = text(&s)) == NULL) GIVE_UP(PyErr_Occurred() ? FAILED : OTHER);
-        } else if (field == 2) {
-            if (wire != 2 || !delimited(b, &s)) GIVE_UP(OTHER);
-            int r = entry_into(&s, c, ts_min, ts_max);
-            if (r != READ) GIVE_UP(r);
-        } else if ((field == 3 && wire != 0) || !skip(b, wire)) {
-            GIVE_UP(OTHER);
-        }
+    int result = stream_fields(b, max_labels, entry_column, &e, &labels);
+    if (result == READ) {
+        item = cols_item(labels, c);
+        result = item == NULL || PyList_Append(out, item) < 0 ? FAILED : READ;
     }
-    if (labels == NULL && (labels = PyUnicode_FromStringAndSize("", 0)) == NULL)
-        GIVE_UP(FAILED);
-    item = cols_item(labels, c);
-    if (item == NULL) GIVE_UP(FAILED);
-    result = PyList_Append(out, item) < 0 ? FAILED : READ;
-    Py_DECREF(item);
-done:
     Py_XDECREF(labels);
+    Py_XDECREF(item);
     return result;
 }
 
