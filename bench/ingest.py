@@ -138,9 +138,10 @@ def group_cpu_seconds(pgid: int) -> float:
     return total
 
 
-def thread_cpu_seconds(pgid: int) -> dict[tuple[int, str, int], float]:
-    """(pid, process name, thread id) -> CPU seconds (user + system) of every thread of the
-    live processes of a process group (Linux's /proc/PID/task)."""
+def thread_cpu_seconds(pgid: int) -> dict[tuple[int, str, int], tuple[float, float]]:
+    """(pid, process name, thread id) -> (CPU seconds (user + system), seconds it waited
+    runnable for a CPU) of every thread of the live processes of a process group (Linux's
+    /proc/PID/task; the wait is the second field of its schedstat, in ns)."""
     out = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         proc_dir = stat.parent
@@ -149,9 +150,10 @@ def thread_cpu_seconds(pgid: int) -> dict[tuple[int, str, int], float]:
                 continue
             name = (proc_dir / "comm").read_text().strip()
             for task in (proc_dir / "task").iterdir():
+                waited = int((task / "schedstat").read_text().split()[1]) / 1e9
                 out[(int(proc_dir.name), name, int(task.name))] = \
-                    _cpu_seconds(task / "stat")[1]
-        except OSError:
+                    (_cpu_seconds(task / "stat")[1], waited)
+        except (OSError, IndexError, ValueError):
             continue  # ended meanwhile
     return out
 
@@ -179,17 +181,22 @@ def python_thread_names(pids: set[int]) -> dict[int, str]:
 
 def per_thread_table(before: dict, after: dict, lines: int, clients: int, client_cpu: float,
                      elapsed: float) -> str:
-    """The threads that used CPU during the push, most first, and the bench's own clients."""
-    used = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    """The threads that used CPU during the push, most first, and the bench's own clients.
+    A thread's wait for a CPU is the time it was runnable and not running: on two cores
+    with the writer, the event loop and the workers all busy, a stage can wait as long as it
+    runs, whatever the total CPU says."""
+    used = {k: (cpu - before.get(k, (0.0, 0.0))[0], waited - before.get(k, (0.0, 0.0))[1])
+            for k, (cpu, waited) in after.items()}
     names = python_thread_names({pid for pid, _, _ in used})
     rows = [[f"{name} {pid}", names.get(tid, f"{tid}, not a Python thread"), f"{sec:.2f} s",
-             f"{sec * 1e6 / lines:.2f}"]
-            for (pid, name, tid), sec in sorted(used.items(), key=lambda kv: -kv[1])
+             f"{sec * 1e6 / lines:.2f}", f"{waited / elapsed:.0%}"]
+            for (pid, name, tid), (sec, waited) in sorted(used.items(), key=lambda kv: -kv[1][0])
             if sec >= 0.05]
     rows.append([f"this bench ({clients} clients)", "",
                  f"{client_cpu:.2f} s ({client_cpu / elapsed:.2f} cores)",
-                 f"{client_cpu * 1e6 / lines:.2f}"])
-    return table(["process", "thread", "CPU", "ms per 1,000 lines"], rows)
+                 f"{client_cpu * 1e6 / lines:.2f}", ""])
+    return table(["process", "thread", "CPU", "ms per 1,000 lines",
+                  "of the wall time waiting for a CPU"], rows)
 
 
 def free_port() -> int:
