@@ -204,12 +204,26 @@ def metadata_column(mds: Sequence[str | None]) -> tuple[bytes, str]:
 def metadata_index_column(index: bytes, table: list[str]) -> tuple[bytes, str]:
     """metadata_column of rows given as their int32 indexes into `table` (sorted, distinct,
     not empty) and the table."""
-    names: set[str] = set()
-    for md in table:
-        names.update(_metadata_decoder.decode(md))
-    column = _compress(index + json.dumps(table, ensure_ascii=False).encode(
-        "utf-8", "surrogatepass"))
-    return column, "\n".join(sorted(names))
+    key = tuple(table)
+    known = _table_texts.get(key)
+    if known is None:
+        names: set[str] = set()
+        for md in table:
+            names.update(_metadata_decoder.decode(md))
+        known = (json.dumps(table, ensure_ascii=False).encode("utf-8", "surrogatepass"),
+                 "\n".join(sorted(names)))
+        if len(_table_texts) >= TABLES_KEPT:
+            _table_texts.clear()
+        _table_texts[key] = known
+    text, names_text = known
+    return _compress(index + text), names_text
+
+
+# A metadata table's JSON text and names, by the table: a stream's few sets (its detected
+# levels) come back in every pack, and parsing and writing them each time was a seventh of
+# a realistic push's preparation (bench/REPORT.md). Bounded: the texts are the clients'.
+_table_texts: dict[tuple[str, ...], tuple[bytes, str]] = {}
+TABLES_KEPT = 1024
 
 
 def _deltas(values: np.ndarray) -> np.ndarray:

@@ -208,6 +208,32 @@ def test_too_many_label_names(client):
                        headers=JSON_HEADERS).status_code == 204
 
 
+def test_the_same_stream_is_checked_against_each_tenants_limits(make_client, tmp_path):
+    """A stream's checked labels are kept for the next push: by the limits that checked
+    them, so another tenant's stricter ones still refuse it, and its own still take it."""
+    runtime = tmp_path / "runtime.yaml"
+    runtime.write_text("overrides:\n  strict:\n    max_label_names_per_series: 2\n"
+                       "  plain:\n    discover_service_name: []\n")
+    c = make_client({"auth_enabled": True, "runtime_config": {"file": str(runtime)}},
+                    data_dir=tmp_path / "d")
+    labels = {"app": "api", "env": "prod", "zone": "z1"}
+
+    def push(tenant: str, line: str):
+        return c.post(PUSH, content=push_body(labels, [[str(now_ns()), line]]),
+                      headers={**JSON_HEADERS, "X-Scope-OrgID": tenant})
+
+    assert push("loose", "first").status_code == 204
+    r = push("strict", "second")
+    assert (r.status_code, r.text.endswith("has 3 label names; limit 2\n")) == (400, True)
+    assert push("plain", "third").status_code == 204
+    assert push("loose", "fourth").status_code == 204
+    assert sorted((tenant, labels_text, line)
+                  for tenant, labels_text, _, line, _ in stored(db_path(c))) == [
+        ("loose", '{app="api", env="prod", service_name="api", zone="z1"}', "first"),
+        ("loose", '{app="api", env="prod", service_name="api", zone="z1"}', "fourth"),
+        ("plain", '{app="api", env="prod", zone="z1"}', "third")]
+
+
 def test_label_name_and_value_too_long(client):
     long_name = "n" * 1025
     r = client.post(PUSH, content=push_body({long_name: "v"}, [[str(now_ns()), "x"]]),

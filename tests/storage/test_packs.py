@@ -291,3 +291,19 @@ def test_a_body_read_in_c_repeating_stored_lines_stores_only_its_new_ones(tmp_pa
     assert sorted(r[3] for r in stored(str(tmp_path / "x.db"))) == sorted(
         [v[1] for v in values] + ["changed", "newest"])
     assert conn.execute("SELECT sum(lines) FROM rollups").fetchone()[0] == 42
+
+
+def test_metadata_columns_of_tables_met_before_read_back_as_their_own():
+    """A metadata table's text is kept by the table once written: packs that meet the same
+    table again, or another one, each decode to their own rows' metadata."""
+    info, warn = '{"detected_level":"info"}', '{"detected_level":"warn"}'
+    tables = [[info], [info, warn], [warn], [info, warn], [info]]
+    rows = 6
+    for k, table in enumerate(tables):
+        index = [(i + k) % len(table) for i in range(rows)]
+        column, names = B.metadata_index_column(
+            b"".join(i.to_bytes(4, "little", signed=True) for i in index), table)
+        assert B.decode_metadata(column, rows) == [table[i] for i in index]
+        assert names == "detected_level"
+    column, names = B.metadata_index_column((0).to_bytes(4, "little"), ['{"a":"1","b":"2"}'])
+    assert (B.decode_metadata(column, 1), names) == (['{"a":"1","b":"2"}'], "a\nb")
