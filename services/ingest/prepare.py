@@ -207,8 +207,8 @@ class Preparer:
                 errors.append(f"couldn't parse labels: {problem}")
                 return "invalid_labels"
             if name in labels:
-                errors.append(f"stream '{_shown(canonical_labels(dict(raw.labels)))}' has duplicate "
-                              f"label name: '{name}'")
+                shown = _shown(canonical_labels(dict(raw.labels)))
+                errors.append(f"stream '{shown}' has duplicate label name: '{name}'")
                 return "duplicate_label_names"
             if value != "":
                 labels[name] = value
