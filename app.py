@@ -66,6 +66,7 @@ def create_app(cfg: Config | None = None) -> Litestar:
     from routes.errors import EXCEPTION_HANDLERS
     from routes.paths import with_loki_paths
     from routes.prefix import under_prefix
+    from routes.after_pushes import after_pushes
     from routes.timing import timed
     from routes.unread_body import close_if_body_unread
     from services.runtime.base import State
@@ -136,8 +137,10 @@ def create_app(cfg: Config | None = None) -> Litestar:
     # around the router, not in `middleware=`: Litestar runs those only once a route matched,
     # and 404s and 405s are requests too; inside the timing, so a path outside
     # server.http_path_prefix is counted as the 404 it gets
-    app.asgi_handler = close_if_body_unread(timed(
-        under_prefix(app.asgi_handler, cfg.server.http_path_prefix), services.metrics))
+    handler = under_prefix(app.asgi_handler, cfg.server.http_path_prefix)
+    if services.ingester.pending is not None:
+        handler = after_pushes(handler, services.ingester.pending)
+    app.asgi_handler = close_if_body_unread(timed(handler, services.metrics))
     return app
 
 

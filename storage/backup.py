@@ -8,8 +8,9 @@ backup began, while the server goes on writing to its WAL beside it. (That WAL c
 emptied past the snapshot until the backup ends, so it grows for as long as the copy takes.)
 
 The data directory holds `logstore.db` and, while a server runs, its `-wal` and `-shm`, the
-lock file and perhaps the prepare-shutdown mark. The backup is `logstore.db` alone, with the
-WAL's committed pages in it: a restore needs nothing else. It is written as
+lock file, the push log and perhaps the prepare-shutdown mark. The backup is `logstore.db`,
+with the WAL's committed pages in it, and the push log's segments, copied first (pushes
+answered under load before they were stored): a restore needs nothing else. It is written as
 `logstore.db.partial`, fsynced, and renamed at the end, so an interrupted backup never leaves
 a file a server would take for a database.
 """
@@ -17,6 +18,7 @@ a file a server would take for a database.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import sys
 import time
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, TextIO
 
 from storage.db import DB_FILENAME, connect
+from storage.push_log import DIRNAME as PUSH_LOG_DIR, SUFFIX as PUSH_LOG_SUFFIX, fsync_path
 
 PARTIAL_SUFFIX = ".partial"
 STEP_PAGES = 1024  # pages copied between two progress calls (4 MiB at the default page size)
@@ -66,6 +69,10 @@ def backup(data_dir: str, dest: str, *, max_rate: int = 0,
     source = connect(source_path, readonly=True)
     target = None
     try:
+        # pushes answered from the push log and perhaps not yet stored: copied before the
+        # snapshot is taken, so each one answered before the backup began is in one or the
+        # other (a segment is removed only once a committed transaction stored its records)
+        _copy_push_log(data_dir, dest)
         target = sqlite3.connect(partial, isolation_level=None)
         # no journal, no syncs: the file is only a database once renamed, after one fsync
         target.execute("PRAGMA journal_mode = OFF")
@@ -94,17 +101,45 @@ def backup(data_dir: str, dest: str, *, max_rate: int = 0,
         source.execute("COMMIT")
         target.close()
         target = None
-        _fsync(partial)
+        fsync_path(partial)
         os.rename(partial, target_path)
-        _fsync(dest)  # the rename itself
+        fsync_path(dest)  # the rename itself
     except BaseException:
         if target is not None:
             target.close()
         _remove(partial)
+        shutil.rmtree(os.path.join(dest, PUSH_LOG_DIR), ignore_errors=True)
         raise
     finally:
         source.close()
     return Backup(target_path, pages, os.path.getsize(target_path), time.monotonic() - began)
+
+
+def _copy_push_log(data_dir: str, dest: str) -> None:
+    """The push log's segments (storage/push_log.py) into `dest`, synced: a server started
+    there stores the records its database does not have."""
+    source = os.path.join(data_dir, PUSH_LOG_DIR)
+    target = os.path.join(dest, PUSH_LOG_DIR)
+    shutil.rmtree(target, ignore_errors=True)  # left by a backup that was killed
+    try:
+        names = sorted(n for n in os.listdir(source) if n.endswith(PUSH_LOG_SUFFIX))
+    except FileNotFoundError:
+        return
+    for name in names:
+        try:
+            with open(os.path.join(source, name), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue  # its records were stored meanwhile: they are in the snapshot
+        if not data:
+            continue  # emptied: every record of it is stored
+        os.makedirs(target, exist_ok=True)
+        with open(os.path.join(target, name), "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    if os.path.isdir(target):
+        fsync_path(target)
 
 
 def _remove(path: str) -> None:
@@ -113,14 +148,6 @@ def _remove(path: str) -> None:
             os.unlink(path + suffix)
         except FileNotFoundError:
             pass
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def backup_command(data_dir: str, dest: str, max_rate: int = 0,

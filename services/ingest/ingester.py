@@ -1,5 +1,7 @@
 """Push processing: a push's body decoded and validated (services/ingest/prepare.py, in a
 query worker process for a large body), the tenant's rate limits, then one group commit.
+Under load, a push whose streams are plain columns and pass every check is answered once in
+the push log instead, and stored with the pushes around it (services/ingest/pending.py).
 
 A request is checked stream by stream and entry by entry; what is valid is written even when
 other parts are refused (as Loki does), and the caller learns every refusal.
@@ -7,6 +9,7 @@ other parts are refused (as Loki does), and the caller learns every refusal.
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from typing import Awaitable, Callable, Protocol, Sequence
@@ -16,13 +19,16 @@ from services.ingest.decode import JSON_MEDIA, decode_body, snappy_size
 from services.ingest.ingest_limits import IngestLimits
 from services.ingest.inflight import Held
 from services.ingest.otlp import OtlpMapper, decode_otlp
+from services.ingest.pending import PendingPushes
+from services.ingest.records import CheckedPush, checked_push, without_streams
 from services.ingest.prepare import Preparer, PushError, PushOutcome, RawStream
 from services.read.query_pool import QueryPool
 from services.read.query_worker import PrepareJob
 from services.runtime.limits import Limits
 from storage.clickhouse.client import UNREACHABLE
-from storage.db import Database
+from storage.db import Database, DiskFull
 from storage.entries import DEFAULT_WINDOW_NS, AppendResult, PreparedStream, append
+from storage.push_log import PushLogError
 
 log = logging.getLogger("logstore.ingester")
 
@@ -71,6 +77,8 @@ class Ingester:
         self.written_listeners = tuple(written_listeners)
         self.stopped = False  # set by /ingester/shutdown
         self.ingest_limits = ingest_limits
+        # under load, checked pushes are answered from the push log (set by the wiring)
+        self.pending: PendingPushes | None = None
 
     # -- readiness (/ready) ------------------------------------------------------------------
     @property
@@ -90,27 +98,32 @@ class Ingester:
             return self.appender.available
         return self.db.writer_alive
 
-    def _within_limits(self, tenant: str, prepared: list[PreparedStream],
-                       outcome: PushOutcome) -> list[PreparedStream]:
-        """The tenant's rate (a push over it is refused whole, nothing stored), then each
-        stream's: the active-stream limit and the per-stream rate."""
+    def _refused(self, tenant: str, streams: list[tuple[str, int, int]],
+                 outcome: PushOutcome) -> set[int]:
+        """The positions of the streams (canonical labels, lines, bytes) the tenant's limits
+        refuse: the tenant's rate (a push over it is refused whole, nothing stored), then
+        each stream's, the active-stream limit and the per-stream rate."""
         limits = self.ingest_limits
-        sizes = [ps.size for ps in prepared]
-        text = limits.check_tenant(tenant, sum(len(ps.rows) for ps in prepared), sum(sizes))
+        text = limits.check_tenant(tenant, sum(s[1] for s in streams),
+                                   sum(s[2] for s in streams))
         if text is not None:
             raise PushError(429, text)
-        kept = []
-        texts = limits.check_streams(tenant, [(ps.canonical, len(ps.rows), size)
-                                              for ps, size in zip(prepared, sizes)])
-        for ps, text in zip(prepared, texts):
-            if text is None:
-                kept.append(ps)
-                continue
-            outcome.errors.append(text)
-            outcome.status = 429
-            outcome.accepted_lines -= len(ps.rows)
-            outcome.accepted_bytes -= sum(len(r[2]) for r in ps.rows)
-        return kept
+        refused = set()
+        for i, text in enumerate(limits.check_streams(tenant, streams)):
+            if text is not None:
+                refused.add(i)
+                outcome.errors.append(text)
+                outcome.status = 429
+                outcome.accepted_lines -= streams[i][1]
+        return refused
+
+    def _within_limits(self, tenant: str, prepared: list[PreparedStream],
+                       outcome: PushOutcome) -> list[PreparedStream]:
+        refused = self._refused(tenant, [(ps.canonical, len(ps.rows), ps.size)
+                                         for ps in prepared], outcome)
+        for i in refused:
+            outcome.accepted_bytes -= sum(len(r[2]) for r in prepared[i].rows)
+        return [ps for i, ps in enumerate(prepared) if i not in refused]
 
     # -- the whole push ------------------------------------------------------------------------
     def _check_running(self) -> None:
@@ -130,24 +143,53 @@ class Ingester:
         to), or with `otlp` (the tenant's mapper) an OTLP/HTTP one, protobuf or JSON."""
         self._check_running()
         lim = self.limits.of(tenant)
+        under_load = hold is not None and hold.budget.pushes > 1
+        streams, now = None, time.time_ns()
+        if under_load and otlp is None and self.pending is not None and \
+                self.pending.accepting and len(body) <= ELSEWHERE_MAX_BYTES:
+            # checked here (a C read and the labels' cached checks, no hop to a worker),
+            # answered once in the push log, stored with the pushes around it
+            streams = decode_body(media, body, limit, hold)
+            checked = checked_push(self.preparer, tenant, streams, now, lim)
+            if checked is not None:
+                return await self._logged(tenant, checked, self.pending)
         inflated = 0
-        if self.workers is not None and hold is not None and hold.budget.pushes > 1:
+        if self.workers is not None and under_load:
             inflated = len(body) if media == JSON_MEDIA or otlp is not None else \
                 max(snappy_size(body, limit), 0)
         if ELSEWHERE_BYTES <= inflated <= ELSEWHERE_MAX_BYTES:
-            if media != JSON_MEDIA and otlp is None:
+            if media != JSON_MEDIA and otlp is None and streams is None:
                 hold.add(inflated)  # inflated there, held here
             done = await self.workers.prepare_push(PrepareJob(
-                media, body, limit, lim, time.time_ns(),
-                otlp.config if otlp is not None else None))
+                media, body, limit, lim, now, otlp.config if otlp is not None else None))
             if done is not None:
                 return await self._store(tenant, *done)
             hold = None  # done here after all: its inflated size is counted already
-        now = time.time_ns()
-        streams = decode_body(media, body, limit, hold) if otlp is None else \
-            otlp.streams(decode_otlp(body, media), now)
+        if streams is None:
+            streams = decode_body(media, body, limit, hold) if otlp is None else \
+                otlp.streams(decode_otlp(body, media), now)
         prepared, outcome = self.preparer.prepare(streams, now, lim)
         return await self._store(tenant, prepared, outcome)
+
+    async def _logged(self, tenant: str, checked: CheckedPush,
+                      pending: PendingPushes) -> PushOutcome:
+        """A checked push answered once in the push log (services/ingest/pending.py)."""
+        outcome, payload = checked.outcome, checked.payload
+        if self.ingest_limits is not None:
+            refused = self._refused(tenant, checked.streams, outcome)
+            if refused:
+                outcome.accepted_bytes -= sum(checked.streams[i][2] for i in refused)
+                payload = without_streams(payload, refused)
+                if payload is None:
+                    return outcome
+        try:
+            await pending.admit(tenant, payload)
+        except PushLogError as exc:
+            log.error("push not stored: %s", exc)
+            if exc.errno == errno.ENOSPC:
+                raise DiskFull(f"the disk is full, nothing was written: {exc}") from None
+            raise PushError(503, f"the push could not be made durable: {exc}") from None
+        return outcome
 
     async def _store(self, tenant: str, prepared: list[PreparedStream],
                      outcome: PushOutcome) -> PushOutcome:
@@ -163,7 +205,7 @@ class Ingester:
                 log.error("push not stored: %s", exc)
                 raise PushError(503, f"the log store cannot take the push now: {exc}"
                                 ) from None
-            self._written(tenant, outcome.result)
+            self.written(tenant, outcome.result)
         elif prepared:
             ids, window = self.db.stream_ids, self.window_ns
             # run again after a rollback (storage/db.py): the append changes only SQLite and
@@ -171,10 +213,11 @@ class Ingester:
             outcome.result = await self.db.write(lambda conn: append(conn, ids, tenant,
                                                                      prepared, window),
                                                  rerun=True)
-            self._written(tenant, outcome.result)
+            self.written(tenant, outcome.result)
         return outcome
 
-    def _written(self, tenant: str, result: AppendResult) -> None:
+    def written(self, tenant: str, result: AppendResult) -> None:
+        """Tell the listeners of a stored push (or a batch of the push log's)."""
         for listener in self.written_listeners:
             try:
                 listener(tenant, result)

@@ -356,6 +356,37 @@ class Preparer:
                 pack_rows(ps)
         return kept, outcome
 
+    def check_columns(self, raw_streams: list, now_ns: int, lim: LimitsConfig
+                      ) -> tuple[list[tuple], PushOutcome] | None:
+        """The push's streams checked and nothing more, for the push log
+        (services/ingest/pending.py): each as (canonical labels, label pairs, then the
+        ColumnStream's columns), with the outcome. None when any stream is not plain
+        columns or anything in it is refused: prepare() then does the whole push, errors
+        and all."""
+        if not raw_streams:
+            return None
+        newest_ok = now_ns + lim.creation_grace_period
+        oldest_ok = now_ns - lim.reject_old_samples_max_age if lim.reject_old_samples else None
+        outcome = PushOutcome()
+        kept: list[tuple] = []
+        for cols in raw_streams:
+            if cols.__class__ is not ColumnStream:
+                return None
+            if not cols.rows:
+                continue
+            if cols.max_ts > newest_ok or (oldest_ok is not None and cols.min_ts < oldest_ok) \
+                    or 0 < lim.max_line_size < cols.longest:
+                return None
+            checked = self._stream_labels(cols, outcome.errors, lim)
+            if checked.__class__ is str:
+                return None
+            labels, canonical = checked
+            kept.append((canonical, list(labels.items()), cols.ts, cols.text, cols.ends,
+                         cols.ascii, cols.min_ts, cols.max_ts, cols.longest))
+            outcome.accepted_lines += cols.rows
+            outcome.accepted_bytes += len(cols.text)
+        return (kept, outcome) if kept else None
+
     def _packed(self, cols: ColumnStream, labels: dict[str, str], canonical: str,
                 by_stream: dict[str, PreparedStream], outcome: PushOutcome, lim: LimitsConfig,
                 newest_ok: int, oldest_ok: int | None, levels: LevelDetector | None) -> bool:

@@ -36,9 +36,9 @@ from typing import Any, Callable
 
 from logql.engine.results import QueryStats
 from services.runtime.metrics import ScrapeCollector, counter, gauge
-from services.read.query_worker import (LogJob, PatternRequest, PrepareJob, Request,
-                                        READY_ID, StepsJob, read_frame, unpack_error,
-                                        write_frame)
+from services.read.query_worker import (LogJob, PatternRequest, PrepareJob, READY_ID,
+                                        RecordsJob, Request, StepsJob, read_frame,
+                                        unpack_error, write_frame)
 from services.read.worker_zygote import Zygote
 
 log = logging.getLogger("logstore.query_pool")
@@ -162,7 +162,7 @@ class WorkerProcess:
         with self.write_lock:
             write_frame(self.requests, job_id, payload)
 
-    async def run(self, request: Request | PatternRequest | PrepareJob) -> tuple:
+    async def run(self, request: Request | PatternRequest | PrepareJob | RecordsJob) -> tuple:
         """The worker's answer `(ok, value or packed error, stats)`; a caller that goes
         away cancels the job in the worker."""
         loop = asyncio.get_running_loop()
@@ -279,7 +279,7 @@ class QueryPool:
         return min((w for w in live if id(w) not in skip), key=lambda w: w.busy,
                    default=min(live, key=lambda w: w.busy))
 
-    async def prepare_push(self, job: PrepareJob) -> Any:
+    async def prepare_push(self, job: PrepareJob | RecordsJob) -> Any:
         """Preparer.prepare's answer for the body, from a started worker with nothing to do;
         None when every worker is busy or still starting (one more is started while fewer
         than the pool's size run), or the one chosen went away: nothing was stored, the
@@ -297,6 +297,12 @@ class QueryPool:
             self._wake_push_waiter()
         self.pushes += 1
         return value
+
+    async def prepare_records(self, payloads: list[bytes], limits: dict, now_ns: int,
+                              window_ns: int) -> Any:
+        """The push log's records prepared in a worker (services/ingest/pending.py), or
+        None when none is free: the caller prepares them itself."""
+        return await self.prepare_push(RecordsJob(payloads, limits, now_ns, window_ns))
 
     async def _free_for_push(self) -> WorkerProcess | None:
         """A started worker with nothing to do, waiting up to PUSH_WAIT_S for one when every
@@ -331,7 +337,8 @@ class QueryPool:
                 return
 
     @staticmethod
-    async def _answer(worker: WorkerProcess, request: Request | PatternRequest | PrepareJob
+    async def _answer(worker: WorkerProcess,
+                      request: Request | PatternRequest | PrepareJob | RecordsJob
                       ) -> tuple[Any, QueryStats]:
         """The job's value and stats; the job's own error raised as it was raised there."""
         ok, value, stats = await worker.run(request)

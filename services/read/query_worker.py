@@ -34,6 +34,7 @@ from logql.engine.metrics import evaluate_steps
 from logql.engine.results import QueryStats
 from services.ingest.decode import decode_body
 from services.ingest.otlp import OtlpMapper, decode_otlp
+from services.ingest.records import prepare_records
 from services.ingest.prepare import Preparer
 from services.patterns.mining import MinerState, PatternJob, run_job
 from services.read.readers import Reading, Scope, Visibility, reader_for
@@ -99,6 +100,16 @@ class PrepareJob:
     limits: LimitsConfig  # the pushing tenant's
     now_ns: int
     otlp: OtlpConfig | None = None  # an OTLP/HTTP body, mapped per the tenant's otlp_config
+
+
+@dataclass
+class RecordsJob:
+    """Records of the push log to store: their streams merged and prepared, per tenant
+    (services/ingest/pending.py `prepare_records`)."""
+    payloads: list[bytes]
+    limits: dict[str, LimitsConfig]
+    now_ns: int
+    window_ns: int
 
 
 def run(reader: Reading, job: LogJob | StepsJob, stats: QueryStats) -> Any:
@@ -236,12 +247,15 @@ class Worker:
     def answer(self, job_id: int, frame: bytes) -> None:
         stats = QueryStats()
         conn = None
-        request: Request | PatternRequest | PrepareJob | None = None
+        request: Request | PatternRequest | PrepareJob | RecordsJob | None = None
         try:
             request = pickle.loads(frame)
             if isinstance(request, PrepareJob):
                 value = self.preparer.prepare(self._push_streams(request), request.now_ns,
                                               request.limits)
+            elif isinstance(request, RecordsJob):
+                value = prepare_records(self.preparer, request.payloads, request.limits,
+                                        request.now_ns, request.window_ns)
             else:
                 conn = self._take_connection(request.db_path)
                 value = self._evaluate(job_id, conn, request, stats)

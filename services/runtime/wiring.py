@@ -15,6 +15,7 @@ from config import Config, LimitsConfig, StorageConfig
 from services.upkeep import compactor as compactor_module
 from services.ingest import inflight as inflight_module
 from services.ingest import ingest_limits as ingest_limits_module
+from services.ingest import pending as pending_module
 from services.runtime import overrides as overrides_module
 from services.patterns import patterns as patterns_module
 from services.ruler import ruler as ruler_module
@@ -28,6 +29,7 @@ from services.grafana.service import GrafanaService
 from services.ingest.inflight import InflightBytes
 from services.ingest.ingest_limits import IngestLimits
 from services.ingest.ingester import Ingester
+from services.ingest.pending import PendingPushes, append_for
 from logql.errors import StoreUnavailable
 from services.runtime.metrics import Metrics, ScrapeCollector, gauge
 from services.ingest.otlp import TenantMappers
@@ -42,6 +44,7 @@ from services.upkeep.sealer import Sealer
 from services.upkeep.shutdown import ShutdownControl
 from services.read.tail import TailHub
 from storage.db import Database
+from storage.push_log import DIRNAME as PUSH_LOG_DIR, PushLog
 from storage.shared import REFRESH_SECONDS
 from storage.shared.leases import LocalLeases, SharedLeases
 
@@ -153,6 +156,15 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
     ingester = Ingester(db, limits, ingest_limits=ingest_limits, written_listeners=[
         sealer.notify, *([patterns.notify] if mining else []), tail_hub.on_written],
         appender=logs, workers=query_pool, window_ns=st.block_window)
+    # under load a checked push is answered once in the push log, and stored a batch at a
+    # time (services/ingest/pending.py); ClickHouse stores each push itself
+    pending = None if logs is not None else PendingPushes(
+        db, PushLog(os.path.join(cfg.data_dir, PUSH_LOG_DIR), sync=st.synchronous.lower()
+                    in ("full", "extra")),
+        limits.of, append_for(db, st.block_window), ingester.written,
+        prepare_elsewhere=query_pool.prepare_records if query_pool else None,
+        window_ns=st.block_window)
+    ingester.pending = pending
     compactor = Compactor(db, retention, interval_ns=cfg.compactor.compaction_interval,
                           delay_ns=cfg.compactor.retention_delete_delay, leases=leases,
                           deletions=deletions,
@@ -170,11 +182,15 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
                       compactor_module.collector(compactor),
                       ruler_module.collector(ruler),
                       patterns_module.collector(patterns),
-                      *([pool_collector(query_pool)] if query_pool else [])):
+                      *([pool_collector(query_pool)] if query_pool else []),
+                      *([pending_module.collector(pending)] if pending else [])):
         metrics.registry.register(collector)
 
     lifecycle = [
-        # first to stop: a prepared shutdown seals the head while the sealer still runs
+        # first: what the push log holds is stored before anything reads, and what waits in
+        # it is stored before a prepared shutdown seals the head
+        *([Lifecycle(pending.start, pending.stop)] if pending else []),
+        # a prepared shutdown seals the head while the sealer still runs
         Lifecycle(stop=shutdown.on_stop),
         # the shared state first: a node without it does not start, and ClickHouse's
         # migrations take a lock there

@@ -79,7 +79,8 @@ def test_ids_continue_past_every_block_a_database_had_before_the_migration(tmp_p
     assert migrate(conn) == ["0009_block_ids.sql", "0010_packs.sql", "0011_seals.sql",
                              "0012_streams_without_label_index.sql",
                              "0013_remote_write_buffered.sql",
-                             "0014_pattern_changes.sql", "0015_alert_state_versions.sql"]
+                             "0014_pattern_changes.sql", "0015_alert_state_versions.sql",
+                             "0016_push_log.sql"]
     conn.execute("BEGIN")
     conn.execute("DELETE FROM blocks WHERE id = 3")
     new = insert_block(conn, 1, _block(50, T + 9, "y"))

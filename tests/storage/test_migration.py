@@ -56,7 +56,7 @@ def test_logstore_migrate_converts_in_place(tmp_path, make_server):
                         "0007_patterns.sql, 0008_sessions.sql, 0009_block_ids.sql, "
                         "0010_packs.sql, 0011_seals.sql, 0012_streams_without_label_index.sql, "
                         "0013_remote_write_buffered.sql, 0014_pattern_changes.sql, "
-                        "0015_alert_state_versions.sql")
+                        "0015_alert_state_versions.sql, 0016_push_log.sql")
     assert lines[1] == "sealing 2400 head rows into blocks"
     assert lines[-2] == "sealed 2400 of 2400 rows (100%)"
     assert lines[-1] == "vacuumed: freed pages now go back to the file system"
