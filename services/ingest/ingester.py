@@ -145,14 +145,17 @@ class Ingester:
         lim = self.limits.of(tenant)
         under_load = hold is not None and hold.budget.pushes > 1
         streams, now = None, time.time_ns()
-        if under_load and otlp is None and self.pending is not None and \
-                self.pending.accepting and len(body) <= ELSEWHERE_MAX_BYTES:
+        pending = self.pending
+        # under load, or while pushes wait in the log (the clients' pushes come one after
+        # another, each answered before the next is sent)
+        if otlp is None and pending is not None and pending.accepting and \
+                (under_load or pending.pending_bytes) and len(body) <= ELSEWHERE_MAX_BYTES:
             # checked here (a C read and the labels' cached checks, no hop to a worker),
             # answered once in the push log, stored with the pushes around it
             streams = decode_body(media, body, limit, hold)
             checked = checked_push(self.preparer, tenant, streams, now, lim)
             if checked is not None:
-                return await self._logged(tenant, checked, self.pending)
+                return await self._logged(tenant, checked, pending)
         inflated = 0
         if self.workers is not None and under_load:
             inflated = len(body) if media == JSON_MEDIA or otlp is not None else \
