@@ -17,7 +17,9 @@ of the thread that runs it (`time.thread_time`), nothing else running:
 - sealing the head those pushes left (storage/blocks/sealing.py: read, merge, encode at the
   sealed blocks' zstd parameters, store);
 - HTTP: a bare ASGI app under granian that reads the body and answers 204, pushed by 4
-  clients (its process group's CPU per push).
+  clients (its process group's CPU per push);
+- the push log's path (what a push under load takes): the check and record of a push, then
+  batches of 1, 8 and 32 pushes prepared and appended as one.
 
 The sum of the steps taken while a push is pushed (sealing comes later, as Loki's chunk
 flushing does) is what a push costs with no glue between them: no event loop hops, no
@@ -54,6 +56,7 @@ import config as config_module  # noqa: E402
 from services.ingest import prepare as prepare_module  # noqa: E402
 from services.ingest.decode import JSON_MEDIA, decode_body  # noqa: E402
 from services.ingest.prepare import Preparer  # noqa: E402
+from services.ingest.records import checked_push, prepare_records  # noqa: E402
 from services.runtime import memory  # noqa: E402
 from services.runtime.limits import Limits  # noqa: E402
 from storage.blocks import sealing  # noqa: E402
@@ -127,6 +130,13 @@ def prepare_steps(raw: list[dict], json_bodies: list[bytes]
 def writer_run(prepared: list, per_commit: int, keep: str | None = None) -> float:
     """ms of the writer thread's CPU per push: append and commit, `per_commit` pushes a
     transaction, checkpointing as the writer does; `keep`: leave the database there."""
+    groups = [prepared[i:i + per_commit] for i in range(0, len(prepared), per_commit)]
+    return transactions_run(groups, keep) / len(prepared)
+
+
+def transactions_run(groups: list[list], keep: str | None = None) -> float:
+    """ms of the writer thread's CPU for all: each group's lists of streams appended in one
+    transaction."""
     work = keep or tempfile.mkdtemp(prefix="logstore-floor-")
     db = Database(os.path.join(work, "data"))
     db.open()
@@ -135,9 +145,9 @@ def writer_run(prepared: list, per_commit: int, keep: str | None = None) -> floa
             conn.execute("COMMIT")  # write_sync's own transaction: the pushes make theirs
             cache = StreamIds()
             t0 = time.thread_time()
-            for i in range(0, len(prepared), per_commit):
+            for group in groups:
                 conn.execute("BEGIN IMMEDIATE")
-                for streams in prepared[i:i + per_commit]:
+                for streams in group:
                     append(conn, cache, "fake", streams)
                 conn.execute("COMMIT")
                 if db._wal_frames_waiting() >= CHECKPOINT_PAGES:
@@ -145,11 +155,37 @@ def writer_run(prepared: list, per_commit: int, keep: str | None = None) -> floa
             took = time.thread_time() - t0
             conn.execute("BEGIN")
             return took
-        return db.write_sync(run) * 1e3 / len(prepared)
+        return db.write_sync(run) * 1e3
     finally:
         db.close()
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def batch_steps(raw: list[dict], json_bodies: list[bytes], sizes: tuple[int, ...]
+                ) -> list[tuple[str, float]]:
+    """The push log's path (services/ingest/pending.py): each push checked and made a
+    record, then `size` records at a time prepared as one batch (a stream's lines of every
+    push in one pack per window) and appended in one transaction."""
+    limits = Limits(config_module.Config().limits_config).of("fake")
+    preparer = Preparer(packs=True)
+    streams = [decode_body(JSON_MEDIA, b, 1 << 30, None) for b in json_bodies]
+    now = time.time_ns()
+    check, checked = timed(lambda s: checked_push(preparer, "fake", s, now, limits), streams)
+    payloads = [c.payload for c in checked]
+    out = [("the push log's check and record of a push", check)]
+    for size in sizes:
+        groups = [payloads[i:i + size] for i in range(0, len(payloads), size)]
+        prepare, prepared = timed(lambda g: prepare_records(
+            preparer, g, {"fake": limits}, now, sealing_window()), groups)
+        out.append((f"  a batch of {size} pushes prepared (per push)", prepare / size))
+        out.append((f"  a batch of {size} pushes appended and committed (per push)",
+                    transactions_run([[s for _, s in p] for p in prepared]) / len(payloads)))
+    return out
+
+
+def sealing_window() -> int:
+    return config_module.Config().storage.block_window
 
 
 def sealing_run(work: str, lines: int) -> float:
@@ -241,6 +277,7 @@ def main() -> None:
         shutil.rmtree(kept, ignore_errors=True)
     steps.append(("HTTP: a bare ASGI app under granian, 4 clients (server CPU)",
                   bare_http(json_bodies, 4)))
+    steps.extend(batch_steps(raw, json_bodies, (1, 8, 32)))
     rows = [[name, f"{ms / per_push:.2f}"] for name, ms in steps]
     print(table(["step (alone, one thread)", "ms of CPU per 1,000 lines"], rows))
     got = dict(steps)

@@ -15,14 +15,16 @@ sync that would have made it so did not complete).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import queue
 import struct
 import threading
 import zlib
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger("logstore.push_log")
 
@@ -34,6 +36,10 @@ SEGMENT_BYTES = 64 << 20
 _STOP = object()
 _EMPTY = object()  # the open segment's records are stored: empty it
 _ROTATE = object()  # ... and it is long: close it, begin another
+
+
+# where a written record's payload is: (segment path, offset, length)
+Location = tuple[str, int, int]
 
 
 class PushLogError(OSError):
@@ -130,8 +136,11 @@ class PushLog:
             self._fd = -1
 
     def submit(self, payload: bytes) -> tuple[int, asyncio.Future]:
-        """The record's seq, and a future done once it is on disk (synced), or failed with
-        PushLogError when it cannot be. Called in the event loop; seqs are in call order."""
+        """The record's seq, and a future done once it is on disk (synced) with where its
+        payload is (`Location`), or failed with PushLogError when it cannot be. Called in
+        the event loop; seqs are in call order."""
+        import asyncio  # here: a query worker imports this module for read_payloads alone
+
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         with self._lock:
@@ -195,10 +204,13 @@ class PushLog:
             log.error("push log: a stored segment could not be emptied: %s", exc)
 
     def _write(self, records: list) -> None:
-        parts = []
+        parts, locations = [], []
+        path, offset = self._path(), self._segment_size
         for seq, payload, _, _ in records:
             parts.append(HEADER.pack(len(payload), zlib.crc32(payload), seq))
             parts.append(payload)
+            locations.append((path, offset + HEADER.size, len(payload)))
+            offset += HEADER.size + len(payload)
         data = b"".join(parts)
         error: BaseException | None = None
         try:
@@ -220,17 +232,34 @@ class PushLog:
             self._segment_last = records[-1][0]
             self.records += len(records)
             self.synced_bytes += len(data)
-        for _, _, future, loop in records:
-            loop.call_soon_threadsafe(_settle, future, error)
+        for (_, _, future, loop), location in zip(records, locations):
+            loop.call_soon_threadsafe(_settle, future, error, location)
 
 
-def _settle(future: asyncio.Future, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future, error: BaseException | None, location: Location) -> None:
     if future.done():
         return
     if error is None:
-        future.set_result(None)
+        future.set_result(location)
     else:
         future.set_exception(PushLogError(error.errno, f"the push log: {error.strerror}"))
+
+
+def read_payloads(locations: Sequence[Location]) -> list[bytes]:
+    """The payloads of written records, read back where the log wrote them (a query worker
+    reads a batch so, instead of receiving it through the server). A record's segment is
+    emptied or removed only once the record is stored, so it is there to read."""
+    out, files = [], {}
+    try:
+        for path, offset, length in locations:
+            fd = files.get(path)
+            if fd is None:
+                fd = files[path] = os.open(path, os.O_RDONLY)
+            out.append(os.pread(fd, length, offset))
+    finally:
+        for fd in files.values():
+            os.close(fd)
+    return out
 
 
 def fsync_path(path: str) -> None:

@@ -298,11 +298,11 @@ class QueryPool:
         self.pushes += 1
         return value
 
-    async def prepare_records(self, payloads: list[bytes], limits: dict, now_ns: int,
+    async def prepare_records(self, locations: list, limits: dict, now_ns: int,
                               window_ns: int) -> Any:
         """The push log's records prepared in a worker (services/ingest/pending.py), or
         None when none is free: the caller prepares them itself."""
-        return await self.prepare_push(RecordsJob(payloads, limits, now_ns, window_ns))
+        return await self.prepare_push(RecordsJob(locations, limits, now_ns, window_ns))
 
     async def _free_for_push(self) -> WorkerProcess | None:
         """A started worker with nothing to do, waiting up to PUSH_WAIT_S for one when every

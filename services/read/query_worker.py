@@ -40,6 +40,7 @@ from services.patterns.mining import MinerState, PatternJob, run_job
 from services.read.readers import Reading, Scope, Visibility, reader_for
 from services.runtime import memory
 from storage.db import connect
+from storage.push_log import Location, read_payloads
 
 _encode_json = msgspec.json.Encoder().encode
 HEADER = struct.Struct("<IQ")  # payload length, job id
@@ -104,9 +105,9 @@ class PrepareJob:
 
 @dataclass
 class RecordsJob:
-    """Records of the push log to store: their streams merged and prepared, per tenant
-    (services/ingest/pending.py `prepare_records`)."""
-    payloads: list[bytes]
+    """Records of the push log to store, read from where it wrote them: their streams merged
+    and prepared, per tenant (services/ingest/records.py `prepare_records`)."""
+    locations: list[Location]
     limits: dict[str, LimitsConfig]
     now_ns: int
     window_ns: int
@@ -254,8 +255,8 @@ class Worker:
                 value = self.preparer.prepare(self._push_streams(request), request.now_ns,
                                               request.limits)
             elif isinstance(request, RecordsJob):
-                value = prepare_records(self.preparer, request.payloads, request.limits,
-                                        request.now_ns, request.window_ns)
+                value = prepare_records(self.preparer, read_payloads(request.locations),
+                                        request.limits, request.now_ns, request.window_ns)
             else:
                 conn = self._take_connection(request.db_path)
                 value = self._evaluate(job_id, conn, request, stats)

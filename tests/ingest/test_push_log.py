@@ -29,7 +29,7 @@ from services.runtime.limits import Limits
 import config as config_module
 from storage.backup import backup
 from storage.db import Database
-from storage.push_log import DIRNAME, HEADER, PushLog
+from storage.push_log import DIRNAME, HEADER, PushLog, read_payloads
 from tests.helpers import stored
 from tests.ingest.test_push_in_workers import _another_push_in_flight, _rollups
 from tests.read.test_query_limits import _metric
@@ -303,9 +303,10 @@ def test_a_read_waits_for_the_pushes_answered_before_it(tmp_path):
         db.open()
         gate = asyncio.Event()
 
-        async def prepare_after_gate(payloads, limits, now_ns, window_ns):
+        async def prepare_after_gate(locations, limits, now_ns, window_ns):
             await gate.wait()
-            return prepare_records(Preparer(), payloads, limits, now_ns, window_ns)
+            return prepare_records(Preparer(), read_payloads(locations), limits, now_ns,
+                                   window_ns)
 
         limits = Limits(config_module.Config().limits_config)
         pending = PendingPushes(db, PushLog(str(data / DIRNAME)), limits.of,
