@@ -74,6 +74,7 @@ class PendingPushes:
         self.newest_written = 0
         self.stored_records = 0
         self.batches = 0
+        self.waits = 0  # pushes that waited for room: the store did not keep up
         self.pending_bytes = 0
         self._records: list[_Record] = []  # in seq order
         self._taken = 0  # the first records of it, being stored
@@ -139,6 +140,8 @@ class PendingPushes:
     # -- a push -------------------------------------------------------------------------------
     async def admit(self, tenant: str, payload: bytes) -> None:
         """Return once the record is durable; raise PushLogError when it cannot be."""
+        if self.pending_bytes >= MAX_PENDING_BYTES:
+            self.waits += 1
         while self.pending_bytes >= MAX_PENDING_BYTES:
             room = asyncio.get_running_loop().create_future()
             self._room.append(room)
@@ -175,38 +178,63 @@ class PendingPushes:
             log.warning("read without waiting longer for pushes to be stored")
 
     # -- the store ----------------------------------------------------------------------------
-    def _batch(self) -> list[_Record]:
+    def _batch(self, full: bool = False) -> list[_Record]:
         """The next records to store after those taken already (written ones only, in seq
-        order: a record still being synced holds back those after it)."""
+        order: a record still being synced holds back those after it). With `full`, none
+        unless they make half a batch."""
         batch, size = [], 0
         for record in islice(self._records, self._taken, None):
             if record.location is None or (batch and size + record.size > MAX_BATCH_BYTES):
                 break
             batch.append(record)
             size += record.size
+        if full and size < MAX_BATCH_BYTES // 2:
+            return []
         self._taken += len(batch)
         return batch
 
     async def _run(self) -> None:
-        """One batch after another: what comes while one is stored is the next one, so a
-        batch grows with the load (a batch prepared while the one before is appended made
-        batches a third as large, and each line cost more)."""
+        """A batch is prepared while the one before is appended, when enough waits to make
+        it half full; else the next batch is what came meanwhile, so a batch grows with the
+        load (prepared at once whatever its size, batches were a third as large, and each
+        line cost more)."""
         assert self._wake is not None
+        writing: asyncio.Task | None = None
         while True:
             self._wake.clear()
-            batch = self._batch()
+            batch = self._batch(full=writing is not None)
             if not batch:
-                await self._wake.wait()
+                if writing is not None:
+                    if not await self._finish(writing):
+                        await asyncio.sleep(RETRY_S)
+                    writing = None
+                else:
+                    await self._wake.wait()
                 continue
             try:
                 prepared = await self._prepare(batch)
-                stored = await self._write(batch, prepared)
             except Exception:  # noqa: BLE001 - kept, and tried again
                 log.exception("pushes from the push log not stored yet")
-                self._taken = 0
+                prepared = None
+            if writing is not None and not await self._finish(writing):
+                prepared = None
+            writing = None
+            if prepared is None:
+                self._taken = 0  # all taken again, from the oldest
                 await asyncio.sleep(RETRY_S)
                 continue
-            self._stored(*stored)
+            writing = asyncio.get_running_loop().create_task(self._write(batch, prepared))
+
+    async def _finish(self, writing: asyncio.Task) -> bool:
+        """The batch's append is done: its records leave the log. False when it failed
+        (every record is taken again, from the oldest)."""
+        try:
+            self._stored(*await writing)
+        except Exception:  # noqa: BLE001 - kept, and tried again
+            log.exception("pushes from the push log not stored yet")
+            self._taken = 0
+            return False
+        return True
 
     async def _prepare(self, batch: list[_Record]) -> list[tuple[str, list[PreparedStream]]]:
         """The batch prepared in a query worker, which reads the records from the log
@@ -280,5 +308,8 @@ def collector(pending: PendingPushes) -> ScrapeCollector:
                 "load), stored later in batches.", lambda: pending.log.records),
         counter("logstore_push_log_batches", "Batches of the push log's pushes stored.",
                 lambda: pending.batches),
+        counter("logstore_push_log_waits", "Pushes that waited for room in the push log "
+                "(32 MiB of answered pushes were waiting to be stored).",
+                lambda: pending.waits),
         gauge("logstore_push_log_pending_bytes", "Bytes of pushes answered and not yet "
               "stored.", lambda: pending.pending_bytes))
