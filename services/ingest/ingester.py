@@ -147,9 +147,11 @@ class Ingester:
         streams, now = None, time.time_ns()
         pending = self.pending
         # under load, or while pushes wait in the log (the clients' pushes come one after
-        # another, each answered before the next is sent)
+        # another, each answered before the next is sent); not while queries hold every
+        # query worker, which would leave the batches to the server's interpreter
         if otlp is None and pending is not None and pending.accepting and \
-                (under_load or pending.pending_bytes) and len(body) <= ELSEWHERE_MAX_BYTES:
+                (under_load or pending.pending_bytes) and len(body) <= ELSEWHERE_MAX_BYTES \
+                and (self.workers is None or self.workers.free_of_queries()):
             # checked here (a C read and the labels' cached checks, no hop to a worker),
             # answered once in the push log, stored with the pushes around it
             streams = decode_body(media, body, limit, hold)

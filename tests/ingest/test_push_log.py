@@ -30,9 +30,10 @@ import config as config_module
 from storage.backup import backup
 from storage.db import Database
 from storage.push_log import DIRNAME, HEADER, PushLog, read_payloads
-from tests.helpers import stored
-from tests.ingest.test_push_in_workers import _another_push_in_flight, _rollups
-from tests.read.test_query_limits import _metric
+from tests.helpers import query_worker_pids, stored
+from tests.ingest.test_push_in_workers import (_another_push_in_flight, _rollups,
+                                               _start_a_worker)
+from tests.read.test_query_limits import _metric, _wait_for, in_thread
 
 NS = 10**9
 HOUR = 3600 * NS
@@ -100,6 +101,7 @@ def test_pushes_under_load_store_and_answer_what_pushes_one_at_a_time_do(make_se
         srv = make_server({"querier": {"worker_processes": 1}},
                           data_dir=tmp_path / f"loaded-{loaded}")
         if loaded:
+            _start_a_worker(srv)  # the log's batches count on a worker free of queries
             with _another_push_in_flight(srv):
                 got = [httpx.post(srv.url + PUSH, content=b, headers=h) for b, h in
                        _pushes(now)]
@@ -132,6 +134,7 @@ def test_a_stream_limit_refuses_under_load_what_it_refuses_otherwise(make_server
     for loaded in (False, True):
         srv = make_server(limits, data_dir=tmp_path / f"loaded-{loaded}")
         if loaded:
+            _start_a_worker(srv)
             with _another_push_in_flight(srv):
                 r = httpx.post(srv.url + PUSH, content=body, headers=JSON)
                 assert _metric(srv.url, "logstore_push_log_pushes_total") == 1
@@ -212,6 +215,7 @@ def test_a_record_cut_short_is_not_stored_and_the_log_goes_on(make_server, tmp_p
     assert len(whole) - 10 > second
     srv = make_server({"querier": {"worker_processes": 1}}, data_dir=data)
     assert _count(srv.url, now) == 60
+    _start_a_worker(srv)
     with _another_push_in_flight(srv):
         r = httpx.post(srv.url + PUSH, content=_json_body(now - HOUR, 3, ("c",)),
                        headers=JSON)
@@ -227,6 +231,7 @@ def test_a_server_killed_under_load_keeps_every_answered_push(make_server, tmp_p
     now = time.time_ns()
     data = tmp_path / "data"
     srv = make_server({"querier": {"worker_processes": 1}}, data_dir=data)
+    _start_a_worker(srv)
     answered: list[int] = []
     stop = threading.Event()
     lock = threading.Lock()
@@ -343,4 +348,26 @@ def test_a_backup_holds_the_pushes_the_log_holds(make_server, tmp_path):
     assert backup(str(data), str(dest)).pages > 0
     assert sorted(p.name for p in dest.iterdir()) == ["logstore.db", DIRNAME]
     srv = make_server(data_dir=dest)
+    assert _count(srv.url, now) == 2 * 60
+
+
+def test_a_push_takes_the_commit_path_while_queries_hold_every_worker(make_server):
+    """The log's batches are prepared in a query worker; while every worker runs a query,
+    a batch would be prepared on the server's interpreter, which the pushes share."""
+    now = time.time_ns()
+    srv = make_server({"querier": {"worker_processes": 1}})
+    _start_a_worker(srv)
+    [pid] = query_worker_pids(group=srv.proc.pid)
+    os.kill(pid, signal.SIGSTOP)  # the query below stays in the worker until it goes on
+    try:
+        query, answer = in_thread(lambda: _count(srv.url, now))
+        _wait_for(lambda: _metric(srv.url, "logstore_query_worker_jobs") == 1)  # the state
+        with _another_push_in_flight(srv):
+            r = httpx.post(srv.url + PUSH, content=_json_body(now - HOUR, 1), headers=JSON)
+            assert r.status_code == 204, r.text
+        assert _metric(srv.url, "logstore_push_log_pushes_total") == 0
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    query.join()
+    assert answer == [0] or answer == [2 * 60], answer
     assert _count(srv.url, now) == 2 * 60
