@@ -84,7 +84,6 @@ class PushLog:
         self._lock = threading.Lock()  # seq numbers and the queue's order agree
         self._segments_lock = threading.Lock()  # _closed: the writer thread adds, release removes
         self.records = 0  # written since start
-        self.synced_bytes = 0
 
     def open(self, applied: int) -> list[tuple[int, bytes]]:
         """The records past `applied` (to store again), in order. Segments holding only
@@ -231,7 +230,6 @@ class PushLog:
             self._segment_size += len(data)
             self._segment_last = records[-1][0]
             self.records += len(records)
-            self.synced_bytes += len(data)
         for (_, _, future, loop), location in zip(records, locations):
             loop.call_soon_threadsafe(_settle, future, error, location)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import pickle
 import time
 from dataclasses import dataclass
 from itertools import islice
@@ -43,6 +42,19 @@ MAX_BATCH_BYTES = 8 << 20
 # write, e.g. a full disk, must not hang every query): it then reads what is stored.
 SETTLE_WAIT_S = 10.0
 RETRY_S = 1.0  # after a batch failed to be stored (it stays in the log and is tried again)
+
+
+class _LimitsByTenant(dict):
+    """Each tenant's limits, asked for when a record names the tenant (a start's records
+    are not read twice to learn their tenants first)."""
+
+    def __init__(self, limits_of: Callable[[str], LimitsConfig]) -> None:
+        super().__init__()
+        self.limits_of = limits_of
+
+    def __missing__(self, tenant: str) -> LimitsConfig:
+        self[tenant] = lim = self.limits_of(tenant)
+        return lim
 
 
 @dataclass
@@ -72,7 +84,6 @@ class PendingPushes:
         self.accepting = False
         self.applied = 0  # every record up to it is stored
         self.newest_written = 0
-        self.stored_records = 0
         self.batches = 0
         self.waits = 0  # pushes that waited for room: the store did not keep up
         self.pending_bytes = 0
@@ -107,10 +118,8 @@ class PendingPushes:
         return len(records)
 
     def _store_now(self, batch: list[tuple[int, bytes]]) -> None:
-        payloads = [p for _, p in batch]
-        tenants = {pickle.loads(p)[0] for p in payloads}
-        prepared = prepare_records(self.preparer, payloads,
-                                   {t: self.limits_of(t) for t in tenants}, time.time_ns(),
+        prepared = prepare_records(self.preparer, [p for _, p in batch],
+                                   _LimitsByTenant(self.limits_of), time.time_ns(),
                                    self.window_ns)
         results = self.db.write_sync(lambda conn: self._append(conn, prepared, batch[-1][0]))
         for tenant, result in results:
@@ -263,7 +272,6 @@ class PendingPushes:
         del self._records[:len(batch)]
         self._taken -= len(batch)
         self.pending_bytes -= sum(r.size for r in batch)
-        self.stored_records += len(batch)
         self.batches += 1
         self.applied = batch[-1].seq
         self.log.release(self.applied, everything=not self._records)

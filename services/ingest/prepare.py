@@ -140,6 +140,20 @@ def entry_hash(line_bytes: bytes, metadata: str | None) -> int:
     return entry_hashes((line_bytes,), (metadata.encode() if metadata else b"",))[0]
 
 
+def _time_bounds(now_ns: int, lim: LimitsConfig) -> tuple[int, int | None]:
+    """The newest timestamp accepted, and the oldest (None: no limit)."""
+    oldest = now_ns - lim.reject_old_samples_max_age if lim.reject_old_samples else None
+    return now_ns + lim.creation_grace_period, oldest
+
+
+def _columns_refused(cols: ColumnStream, newest_ok: int, oldest_ok: int | None,
+                     lim: LimitsConfig) -> bool:
+    """Whether a line of the stream's columns is too new, too old or too long: its errors
+    then come from prepare(), entry by entry."""
+    return cols.max_ts > newest_ok or (oldest_ok is not None and cols.min_ts < oldest_ok) \
+        or 0 < lim.max_line_size < cols.longest
+
+
 class Preparer:
     """Turns decoded streams into the rows a push stores, per the tenant's limits. It keeps
     only caches (level detectors, the metadata text of each detected level)."""
@@ -252,8 +266,7 @@ class Preparer:
             raise PushError(422, "error at least one valid stream is required for ingestion")
         outcome = PushOutcome()
         errors = outcome.errors
-        newest_ok = now_ns + lim.creation_grace_period
-        oldest_ok = now_ns - lim.reject_old_samples_max_age if lim.reject_old_samples else None
+        newest_ok, oldest_ok = _time_bounds(now_ns, lim)
         max_line = lim.max_line_size
         allow_sm = lim.allow_structured_metadata
         detect = lim.discover_log_levels and allow_sm
@@ -365,8 +378,7 @@ class Preparer:
         and all."""
         if not raw_streams:
             return None
-        newest_ok = now_ns + lim.creation_grace_period
-        oldest_ok = now_ns - lim.reject_old_samples_max_age if lim.reject_old_samples else None
+        newest_ok, oldest_ok = _time_bounds(now_ns, lim)
         outcome = PushOutcome()
         kept: list[tuple] = []
         for cols in raw_streams:
@@ -374,8 +386,7 @@ class Preparer:
                 return None
             if not cols.rows:
                 continue
-            if cols.max_ts > newest_ok or (oldest_ok is not None and cols.min_ts < oldest_ok) \
-                    or 0 < lim.max_line_size < cols.longest:
+            if _columns_refused(cols, newest_ok, oldest_ok, lim):
                 return None
             checked = self._stream_labels(cols, outcome.errors, lim)
             if checked.__class__ is str:
@@ -393,9 +404,8 @@ class Preparer:
         """A stream read as columns made into a pack in C (services/ingest/columns.py), when
         it is one pack's worth, the first of its labels in the push, and nothing about it is
         refused. False (nothing done) otherwise: the rows are then made as for any stream."""
-        if not self.packs or cols.rows < PACK_MIN_ROWS or cols.max_ts > newest_ok or \
-                (oldest_ok is not None and cols.min_ts < oldest_ok) or \
-                0 < lim.max_line_size < cols.longest:
+        if not self.packs or cols.rows < PACK_MIN_ROWS or \
+                _columns_refused(cols, newest_ok, oldest_ok, lim):
             return False
         md, detect = None, None
         if levels is not None:

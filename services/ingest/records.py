@@ -30,8 +30,9 @@ _UNCHECKED = {"reject_old_samples": False, "creation_grace_period": 1 << 62,
 
 
 class CheckedPush(NamedTuple):
-    """A query worker's answer for a push that may go to the log: the record, each stream's
-    (canonical labels, lines, bytes) for the tenant's stream limits, the outcome."""
+    """A push checked for the log (on the server, services/ingest/ingester.py): the record,
+    each stream's (canonical labels, lines, bytes) for the tenant's stream limits, the
+    outcome."""
     payload: bytes
     streams: list[tuple[str, int, int]]
     outcome: PushOutcome
