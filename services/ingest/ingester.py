@@ -57,6 +57,16 @@ class LogAppender(Protocol):
 
     def append(self, tenant: str, streams: list[PreparedStream]) -> Awaitable[AppendResult]: ...
 
+def tell_written(listeners: Sequence[WrittenListener], tenant: str,
+                 result: AppendResult) -> None:
+    """Tell the listeners of a stored push (or of a batch of the push log's)."""
+    for listener in listeners:
+        try:
+            listener(tenant, result)
+        except Exception:  # noqa: BLE001 - one listener must not break a push reply
+            log.exception("on_written listener failed")
+
+
 # after /ingester/shutdown (services/upkeep/shutdown.py), as Loki's ingester answers then
 STOPPING_TEXT = "Ingester is stopping or already stopped."
 
@@ -66,6 +76,7 @@ class Ingester:
                  ingest_limits: IngestLimits | None = None,
                  written_listeners: Sequence[WrittenListener] = (),
                  appender: LogAppender | None = None, workers: QueryPool | None = None,
+                 pending: PendingPushes | None = None,
                  window_ns: int = DEFAULT_WINDOW_NS):
         self.db = db
         self.appender = appender  # None: the SQLite file's writer
@@ -77,8 +88,8 @@ class Ingester:
         self.written_listeners = tuple(written_listeners)
         self.stopped = False  # set by /ingester/shutdown
         self.ingest_limits = ingest_limits
-        # under load, checked pushes are answered from the push log (set by the wiring)
-        self.pending: PendingPushes | None = None
+        # under load, checked pushes are answered from the push log (None: never)
+        self.pending = pending
 
     # -- readiness (/ready) ------------------------------------------------------------------
     @property
@@ -222,9 +233,4 @@ class Ingester:
         return outcome
 
     def written(self, tenant: str, result: AppendResult) -> None:
-        """Tell the listeners of a stored push (or a batch of the push log's)."""
-        for listener in self.written_listeners:
-            try:
-                listener(tenant, result)
-            except Exception:  # noqa: BLE001 - one listener must not break a push reply
-                log.exception("on_written listener failed")
+        tell_written(self.written_listeners, tenant, result)

@@ -8,6 +8,7 @@ is patched in afterwards. app.py calls this once and runs `Services.lifecycle`.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -28,7 +29,7 @@ from services.upkeep.retention_policy import RetentionPolicy
 from services.grafana.service import GrafanaService
 from services.ingest.inflight import InflightBytes
 from services.ingest.ingest_limits import IngestLimits
-from services.ingest.ingester import Ingester
+from services.ingest.ingester import Ingester, tell_written
 from services.ingest.pending import PendingPushes, append_for
 from logql.errors import StoreUnavailable
 from services.runtime.metrics import Metrics, ScrapeCollector, gauge
@@ -153,18 +154,20 @@ def build_services(cfg: Config, limits_config: LimitsConfig, build_labels: dict[
                     gate=patterns.catch_up if mining else None,
                     compact_elsewhere=logs.compact if logs else None)
     tail_hub = TailHub(lambda tenant: limits.of(tenant).max_concurrent_tail_requests)
-    ingester = Ingester(db, limits, ingest_limits=ingest_limits, written_listeners=[
-        sealer.notify, *([patterns.notify] if mining else []), tail_hub.on_written],
-        appender=logs, workers=query_pool, window_ns=st.block_window)
+    written_listeners = [sealer.notify, *([patterns.notify] if mining else []),
+                         tail_hub.on_written]
     # under load a checked push is answered once in the push log, and stored a batch at a
     # time (services/ingest/pending.py); ClickHouse stores each push itself
     pending = None if logs is not None else PendingPushes(
         db, PushLog(os.path.join(cfg.data_dir, PUSH_LOG_DIR), sync=st.synchronous.lower()
                     in ("full", "extra")),
-        limits.of, append_for(db, st.block_window), ingester.written,
+        limits.of, append_for(db, st.block_window),
+        functools.partial(tell_written, written_listeners),
         prepare_elsewhere=query_pool.prepare_records if query_pool else None,
         window_ns=st.block_window)
-    ingester.pending = pending
+    ingester = Ingester(db, limits, ingest_limits=ingest_limits,
+                        written_listeners=written_listeners, appender=logs,
+                        workers=query_pool, pending=pending, window_ns=st.block_window)
     compactor = Compactor(db, retention, interval_ns=cfg.compactor.compaction_interval,
                           delay_ns=cfg.compactor.retention_delete_delay, leases=leases,
                           deletions=deletions,
